@@ -1,0 +1,48 @@
+# GPT-2 training in C. `make` builds the programs; `make test` checks them.
+#   make PORTABLE=1   builds for any x86-64 (no -march=native)
+#   make NO_OMP=1     builds without OpenMP (single-threaded)
+
+CC ?= gcc
+ifeq ($(CC),cc)
+  CC = gcc
+endif
+CFLAGS ?= -O3
+CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
+LDLIBS = -lm -lz
+
+ifeq ($(PORTABLE),1)
+  CFLAGS += -march=x86-64 -mtune=generic
+else
+  CFLAGS += -march=native
+endif
+
+# OpenMP: used when the compiler and libgomp can build and link a test program.
+ifneq ($(NO_OMP),1)
+  OMP_OK := $(shell printf '#include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n' | \
+              $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo yes)
+  ifeq ($(OMP_OK),yes)
+    CFLAGS += -fopenmp
+  else
+    $(info OpenMP not found: building single-threaded)
+  endif
+endif
+
+PROGRAMS = train_gpt2 test_gpt2
+HEADERS = $(wildcard llmc/*.h)
+
+.PHONY: all test clean
+
+all: $(PROGRAMS)
+
+train_gpt2: train_gpt2.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+test_gpt2: test_gpt2.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+test: all
+	bash scripts/run_tests.sh
+
+clean:
+	rm -f $(PROGRAMS)
+	rm -rf build

@@ -1,0 +1,99 @@
+/*
+Error handling, checked file I/O and timing shared by every program.
+
+A failure is reported as one line on stderr that names the file (or flag) and
+the problem, followed by exit(1). Nothing here ever returns on error, so
+callers read straight-line code.
+*/
+#pragma once
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+__attribute__((noreturn, format(printf, 1, 2)))
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static FILE *fopen_or_die(const char *path, const char *mode) {
+    FILE *f = fopen(path, mode);
+    if (f == NULL) {
+        die("%s: cannot open for %s: %s", path, mode[0] == 'r' ? "reading" : "writing",
+            strerror(errno));
+    }
+    return f;
+}
+
+// Reads exactly n items or dies naming the file: a short read is a truncated file.
+static void fread_or_die(void *ptr, size_t size, size_t n, FILE *f, const char *path) {
+    size_t got = fread(ptr, size, n, f);
+    if (got != n) {
+        if (ferror(f)) { die("%s: read error: %s", path, strerror(errno)); }
+        die("%s: truncated file (wanted %zu more bytes, found %zu)", path, size * n, size * got);
+    }
+}
+
+static void fwrite_or_die(const void *ptr, size_t size, size_t n, FILE *f, const char *path) {
+    if (fwrite(ptr, size, n, f) != n) { die("%s: write failed: %s", path, strerror(errno)); }
+}
+
+static void fclose_or_die(FILE *f, const char *path) {
+    if (fclose(f) != 0) { die("%s: close failed: %s", path, strerror(errno)); }
+}
+
+// Size of an open file in bytes (the position is restored).
+static long file_size_or_die(FILE *f, const char *path) {
+    long pos = ftell(f);
+    if (pos < 0 || fseek(f, 0, SEEK_END) != 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
+    long size = ftell(f);
+    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
+    return size;
+}
+
+// Reads llm.c's 256 x int32 header and checks its magic number and version.
+// `kind` names the file type in the error ("model", "debug state", ...).
+static void read_header_or_die(FILE *f, const char *path, int header[256], int magic, int version,
+                               const char *kind) {
+    if (file_size_or_die(f, path) < 256 * (long)sizeof(int)) {
+        die("%s: truncated file (shorter than the 1024-byte %s header)", path, kind);
+    }
+    fread_or_die(header, sizeof(int), 256, f, path);
+    if (header[0] != magic) {
+        die("%s: bad magic number %d (a %s file has %d)", path, header[0], kind, magic);
+    }
+    if (header[1] != version) {
+        die("%s: unsupported %s version %d (expected %d)", path, kind, header[1], version);
+    }
+}
+
+static void *malloc_or_die(size_t bytes, const char *what) {
+    void *p = malloc(bytes > 0 ? bytes : 1);
+    if (p == NULL) { die("out of memory allocating %zu bytes for %s", bytes, what); }
+    return p;
+}
+
+// 64-byte aligned: one cache line, one AVX-512 register.
+static void *aligned_alloc_or_die(size_t bytes, const char *what) {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded > 0 ? rounded : 64);
+    if (p == NULL) { die("out of memory allocating %zu bytes for %s", bytes, what); }
+    return p;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
