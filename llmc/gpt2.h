@@ -1,0 +1,578 @@
+/*
+The GPT-2 model: parameters, gradients, AdamW state and activations in one
+arena allocated once, and the forward and backward passes over the llmc/
+kernels. Shared by train_gpt2.c and test_gpt2.c.
+
+GPT-2 as OpenAI's and llm.c's: token + position embeddings; L pre-LayerNorm
+blocks (LayerNorm, causal self-attention, residual; LayerNorm, MLP of width 4C
+with tanh GELU, residual); a final LayerNorm; the LM head tied to the token
+embedding. The vocabulary is padded to Vp (a multiple of 128): the padded rows
+of wte stay zero and never enter the softmax.
+
+Shapes: B batch, T time, C channels, NH heads, L layers, V vocab, Vp padded
+vocab, maxT the longest sequence. A "row" is one (b, t) position: N = B*T rows.
+*/
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "attention.h"
+#include "classifier.h"
+#include "encoder.h"
+#include "gelu.h"
+#include "layernorm.h"
+#include "matmul.h"
+#include "omp_compat.h"
+#include "rand.h"
+#include "residual.h"
+#include "utils.h"
+
+#define MODEL_MAGIC 20240326
+#define MODEL_VERSION 3  // llm.c's fp32 checkpoint
+
+typedef struct {
+    int max_seq_len;        // maxT
+    int vocab_size;         // V
+    int padded_vocab_size;  // Vp
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+} GPT2Config;
+
+// The 16 parameter tensors in llm.c's checkpoint order. The same struct holds
+// the gradients and the two AdamW moments.
+#define NUM_PARAMETER_TENSORS 16
+typedef struct {
+    float *wte;       // (Vp, C)
+    float *wpe;       // (maxT, C)
+    float *ln1w;      // (L, C)
+    float *ln1b;      // (L, C)
+    float *qkvw;      // (L, 3C, C)
+    float *qkvb;      // (L, 3C)
+    float *attprojw;  // (L, C, C)
+    float *attprojb;  // (L, C)
+    float *ln2w;      // (L, C)
+    float *ln2b;      // (L, C)
+    float *fcw;       // (L, 4C, C)
+    float *fcb;       // (L, 4C)
+    float *fcprojw;   // (L, C, 4C)
+    float *fcprojb;   // (L, C)
+    float *lnfw;      // (C)
+    float *lnfb;      // (C)
+} ParameterTensors;
+
+static const char *const PARAMETER_NAMES[NUM_PARAMETER_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+// Weight decay applies to the 2-D tensors (embeddings and matmul weights), not
+// to biases and LayerNorm parameters, as in llm.c and nanoGPT.
+static const int PARAMETER_DECAYS[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1, 0,
+                                                            0, 0, 1, 0, 1, 0, 0, 0};
+
+// What the forward pass keeps for the backward pass, per layer, and scratch
+// buffers that every layer reuses. Not kept: the LayerNorm outputs and
+// gelu(fch), which the backward pass recomputes (cheap, and (B, T, 6C) floats
+// per layer less), and the attention matrix (see attention.h).
+typedef struct {
+    float *encoded;    // (B, T, C)  the input of layer 0
+    float *ln1_mean;   // (L, B, T)
+    float *ln1_rstd;   // (L, B, T)
+    float *qkv;        // (L, B, T, 3C)
+    float *atty;       // (L, B, T, C)  attention output, before the projection
+    float *att_lse;    // (L, B, NH, T) log-sum-exp of each softmax row
+    float *residual2;  // (L, B, T, C)  after the attention residual
+    float *ln2_mean;   // (L, B, T)
+    float *ln2_rstd;   // (L, B, T)
+    float *fch;        // (L, B, T, 4C) MLP pre-activation
+    float *residual3;  // (L, B, T, C)  the block output: the input of layer l+1
+    float *lnf;        // (B, T, C)
+    float *lnf_mean;   // (B, T)
+    float *lnf_rstd;   // (B, T)
+    float *losses;     // (B, T)
+    // scratch, overwritten by every layer
+    float *ln;         // (B, T, C)   a LayerNorm output
+    float *proj;       // (B, T, C)   a projection output before its residual add
+    float *fch_gelu;   // (B, T, 4C)
+    float *logits;     // (chunk rows, Vp) one chunk of the classifier
+    // gradient scratch for the backward pass
+    float *dresidual;  // (B, T, C)  gradient of the residual stream
+    float *dln;        // (B, T, C)  gradient of a LayerNorm output
+    float *datty;      // (B, T, C)
+    float *dqkv;       // (B, T, 3C)
+    float *dfch;       // (B, T, 4C)
+} ActivationTensors;
+#define NUM_ACTIVATION_TENSORS 24
+
+// Rows of the classifier processed at once: (256, 50304) floats = 51 MB of logits.
+#define CLASSIFIER_CHUNK_ROWS 256
+
+// Called by the forward pass after each kernel with what it produced: rows
+// [row0, row0 + nrows) of a (rows, width) tensor. Layer is -1 outside the blocks.
+// test_gpt2 uses it to compare every intermediate with the PyTorch reference.
+typedef void (*ActivationObserver)(void *ctx, const char *name, int layer, const float *data,
+                                   size_t row0, size_t nrows, size_t width);
+
+typedef struct {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_parameters;
+    size_t params_span;  // floats from the first tensor's start to the last's end (with alignment gaps)
+    ParameterTensors params, grads, m, v;  // v: AdamW's second moment
+    float *params_memory, *grads_memory, *m_memory, *v_memory;
+    size_t act_sizes[NUM_ACTIVATION_TENSORS];
+    size_t num_activations;
+    ActivationTensors acts;
+    float *arena;       // everything above, allocated once
+    size_t arena_bytes;
+    int batch_size;     // the largest (B, T) the activations hold
+    int seq_len;
+    float mean_loss;    // of the last forward pass with targets
+    ActivationObserver observer;
+    void *observer_ctx;
+} GPT2;
+
+// ----------------------------------------------------------------------------
+// configuration
+
+// llm.c's depth-to-width mapping for models built from scratch: "d12" is GPT-2 124M.
+static int gpt2_config_from_depth(const char *name, GPT2Config *config) {
+    static const struct { const char *name; int L, C, NH; } presets[] = {
+        {"d6", 6, 384, 6}, {"d12", 12, 768, 12}, {"d24", 24, 1024, 16},
+        {"d36", 36, 1280, 20}, {"d48", 48, 1600, 25}};
+    for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++) {
+        if (strcmp(name, presets[i].name) == 0) {
+            config->max_seq_len = 1024;
+            config->vocab_size = 50257;
+            config->padded_vocab_size = 50304;
+            config->num_layers = presets[i].L;
+            config->num_heads = presets[i].NH;
+            config->channels = presets[i].C;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// Checks a config read from `path`; bounds keep every size well inside size_t.
+static void gpt2_check_config(const GPT2Config *c, const char *path) {
+    if (c->max_seq_len < 1 || c->max_seq_len > (1 << 20)) { die("%s: bad max_seq_len %d", path, c->max_seq_len); }
+    if (c->vocab_size < 1 || c->vocab_size > (1 << 24)) { die("%s: bad vocab_size %d", path, c->vocab_size); }
+    if (c->padded_vocab_size < c->vocab_size || c->padded_vocab_size > (1 << 24)) {
+        die("%s: bad padded_vocab_size %d (vocab_size %d)", path, c->padded_vocab_size, c->vocab_size);
+    }
+    if (c->num_layers < 1 || c->num_layers > 1024) { die("%s: bad num_layers %d", path, c->num_layers); }
+    if (c->channels < 1 || c->channels > (1 << 16)) { die("%s: bad channels %d", path, c->channels); }
+    if (c->num_heads < 1 || c->channels % c->num_heads != 0) {
+        die("%s: num_heads %d does not divide channels %d", path, c->num_heads, c->channels);
+    }
+}
+
+static void gpt2_read_config(const char *path, GPT2Config *config) {
+    FILE *f = fopen_or_die(path, "rb");
+    int header[256];
+    read_header_or_die(f, path, header, MODEL_MAGIC, MODEL_VERSION, "model");
+    fclose(f);
+    config->max_seq_len = header[2];
+    config->vocab_size = header[3];
+    config->num_layers = header[4];
+    config->num_heads = header[5];
+    config->channels = header[6];
+    config->padded_vocab_size = header[7];
+    gpt2_check_config(config, path);
+}
+
+static void fill_parameter_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config *cfg) {
+    size_t Vp = cfg->padded_vocab_size, C = cfg->channels, maxT = cfg->max_seq_len, L = cfg->num_layers;
+    size_t s[NUM_PARAMETER_TENSORS] = {Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C,
+                                       L * C * C, L * C, L * C, L * C, L * 4 * C * C, L * 4 * C,
+                                       L * C * 4 * C, L * C, C, C};
+    memcpy(sizes, s, sizeof(s));
+}
+
+static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GPT2Config *cfg,
+                                  int B, int T) {
+    size_t N = (size_t)B * T, C = cfg->channels, L = cfg->num_layers, NH = cfg->num_heads;
+    size_t chunk = N < CLASSIFIER_CHUNK_ROWS ? N : CLASSIFIER_CHUNK_ROWS;
+    size_t s[NUM_ACTIVATION_TENSORS] = {
+        N * C,                                         // encoded
+        L * N, L * N, L * N * 3 * C, L * N * C,        // ln1_mean, ln1_rstd, qkv, atty
+        L * NH * N, L * N * C, L * N, L * N,           // att_lse, residual2, ln2_mean, ln2_rstd
+        L * N * 4 * C, L * N * C,                      // fch, residual3
+        N * C, N, N, N,                                // lnf, lnf_mean, lnf_rstd, losses
+        N * C, N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // ln, proj, fch_gelu, logits
+        N * C, N * C, N * C, N * 3 * C, N * 4 * C};    // dresidual, dln, datty, dqkv, dfch
+    memcpy(sizes, s, sizeof(s));
+}
+
+// Points each tensor of a struct of float pointers at its part of memory,
+// each start rounded up to 64 bytes (16 floats). Returns the floats used.
+static size_t point_tensors(float **tensors, const size_t *sizes, int n, float *memory) {
+    size_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        if (memory != NULL) { tensors[i] = memory + offset; }
+        offset += (sizes[i] + 15) / 16 * 16;
+    }
+    return offset;
+}
+
+static const char *human_bytes(double bytes, char buf[32]) {
+    if (bytes >= 1024.0 * 1024 * 1024) { snprintf(buf, 32, "%.2f GiB", bytes / (1024.0 * 1024 * 1024)); }
+    else { snprintf(buf, 32, "%.1f MiB", bytes / (1024.0 * 1024)); }
+    return buf;
+}
+
+// Allocates the arena for config and activations of up to (B, T), and zeroes
+// the gradients and AdamW state. Parameters are then loaded or initialized.
+static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {
+    memset(model, 0, sizeof(*model));
+    model->config = *config;
+    if (B < 1) { die("batch size B=%d must be at least 1", B); }
+    if (T < 1 || T > config->max_seq_len) {
+        die("%s: sequence length T=%d outside the model's range 1..%d", source, T, config->max_seq_len);
+    }
+    if ((double)B * T * 4 * config->channels * config->num_layers > 1e11) {
+        die("B=%d, T=%d: activations would be too large for this model", B, T);
+    }
+    model->batch_size = B;
+    model->seq_len = T;
+    fill_parameter_sizes(model->param_sizes, config);
+    fill_activation_sizes(model->act_sizes, config, B, T);
+    size_t nparams = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { nparams += model->param_sizes[i]; }
+    model->num_parameters = nparams;
+    size_t params_floats = point_tensors(NULL, model->param_sizes, NUM_PARAMETER_TENSORS, NULL);
+    size_t acts_floats = point_tensors(NULL, model->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
+    model->num_activations = acts_floats;
+    model->params_span = params_floats;
+    model->arena_bytes = (4 * params_floats + acts_floats) * sizeof(float);
+    model->arena = aligned_alloc_or_die(model->arena_bytes, "the model arena");
+    float *p = model->arena;
+    model->params_memory = p; p += params_floats;
+    model->grads_memory = p;  p += params_floats;
+    model->m_memory = p;      p += params_floats;
+    model->v_memory = p;      p += params_floats;
+    point_tensors((float **)&model->params, model->param_sizes, NUM_PARAMETER_TENSORS, model->params_memory);
+    point_tensors((float **)&model->grads, model->param_sizes, NUM_PARAMETER_TENSORS, model->grads_memory);
+    point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
+    point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
+    point_tensors((float **)&model->acts, model->act_sizes, NUM_ACTIVATION_TENSORS, p);
+    // zero the padding between tensors too: the whole of params, grads, m and v
+    memset(model->params_memory, 0, 4 * params_floats * sizeof(float));
+    model->mean_loss = -1.0f;
+
+    char b1[32], b2[32], b3[32], b4[32];
+    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
+           config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
+           config->padded_vocab_size, nparams);
+    printf("memory: parameters %s, gradients %s, AdamW m+v %s, activations %s (B=%d, T=%d)\n",
+           human_bytes(params_floats * 4.0, b1), human_bytes(params_floats * 4.0, b2),
+           human_bytes(params_floats * 8.0, b3), human_bytes(acts_floats * 4.0, b4), B, T);
+}
+
+static void gpt2_free(GPT2 *model) {
+    free(model->arena);
+    model->arena = NULL;
+}
+
+// Loads the parameters of an llm.c checkpoint whose config model->config came from.
+static void gpt2_load_params(GPT2 *model, const char *path) {
+    FILE *f = fopen_or_die(path, "rb");
+    long expected = 256 * (long)sizeof(int) + (long)(model->num_parameters * sizeof(float));
+    long size = file_size_or_die(f, path);
+    if (size < expected) {
+        die("%s: truncated model file (%ld bytes, this config needs %ld)", path, size, expected);
+    }
+    if (size > expected) {
+        die("%s: model file too long (%ld bytes, this config needs %ld)", path, size, expected);
+    }
+    fseek(f, 256 * sizeof(int), SEEK_SET);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        float *t = ((float **)&model->params)[i];
+        fread_or_die(t, sizeof(float), model->param_sizes[i], f, path);
+    }
+    fclose(f);
+}
+
+// Writes an llm.c checkpoint: header then the 16 tensors in order.
+static void gpt2_write_params(const GPT2 *model, FILE *f, const char *path) {
+    int header[256] = {0};
+    header[0] = MODEL_MAGIC;
+    header[1] = MODEL_VERSION;
+    header[2] = model->config.max_seq_len;
+    header[3] = model->config.vocab_size;
+    header[4] = model->config.num_layers;
+    header[5] = model->config.num_heads;
+    header[6] = model->config.channels;
+    header[7] = model->config.padded_vocab_size;
+    fwrite_or_die(header, sizeof(int), 256, f, path);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        fwrite_or_die(((float *const *)&model->params)[i], sizeof(float), model->param_sizes[i], f, path);
+    }
+}
+
+// GPT-2's initialization, as llm.c: weights ~ N(0, 0.02), the projections back
+// into the residual stream (attprojw, fcprojw) ~ N(0, 0.02 / sqrt(2L)), biases 0,
+// LayerNorm weights 1. Only the first V rows of wte are drawn; the padding stays 0.
+static void gpt2_init_params(GPT2 *model, uint64_t seed) {
+    const GPT2Config *cfg = &model->config;
+    uint64_t rng = random_seed_state(seed);
+    const float residual_std = 0.02f / sqrtf(2.0f * cfg->num_layers);
+    ParameterTensors *p = &model->params;
+    random_normal(p->wte, (size_t)cfg->vocab_size * cfg->channels, 0.0f, 0.02f, &rng);
+    random_normal(p->wpe, model->param_sizes[1], 0.0f, 0.02f, &rng);
+    random_normal(p->qkvw, model->param_sizes[4], 0.0f, 0.02f, &rng);
+    random_normal(p->attprojw, model->param_sizes[6], 0.0f, residual_std, &rng);
+    random_normal(p->fcw, model->param_sizes[10], 0.0f, 0.02f, &rng);
+    random_normal(p->fcprojw, model->param_sizes[12], 0.0f, residual_std, &rng);
+    for (size_t i = 0; i < model->param_sizes[2]; i++) { p->ln1w[i] = 1.0f; }
+    for (size_t i = 0; i < model->param_sizes[8]; i++) { p->ln2w[i] = 1.0f; }
+    for (size_t i = 0; i < model->param_sizes[14]; i++) { p->lnfw[i] = 1.0f; }
+}
+
+// ----------------------------------------------------------------------------
+// forward and backward
+
+// The per-layer slices of the parameters (or of the gradients).
+typedef struct {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} LayerTensors;
+
+static LayerTensors layer_tensors(const ParameterTensors *p, const GPT2Config *cfg, int l) {
+    size_t C = cfg->channels;
+    LayerTensors t = {
+        p->ln1w + l * C, p->ln1b + l * C, p->qkvw + l * 3 * C * C, p->qkvb + l * 3 * C,
+        p->attprojw + l * C * C, p->attprojb + l * C, p->ln2w + l * C, p->ln2b + l * C,
+        p->fcw + l * 4 * C * C, p->fcb + l * 4 * C, p->fcprojw + l * 4 * C * C, p->fcprojb + l * C};
+    return t;
+}
+
+// The activations of layer l for a pass over (B, T): the per-layer tensors are
+// laid out (L, B, T, ...) with the B and T of the current call.
+typedef struct {
+    float *input;  // the residual stream entering the layer: encoded or residual3 of layer l-1
+    float *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *residual2, *ln2_mean, *ln2_rstd, *fch, *residual3;
+} LayerActivations;
+
+static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T) {
+    const ActivationTensors *a = &model->acts;
+    size_t N = (size_t)B * T, C = model->config.channels, NH = model->config.num_heads;
+    LayerActivations la = {
+        l == 0 ? a->encoded : a->residual3 + (l - 1) * N * C,
+        a->ln1_mean + l * N, a->ln1_rstd + l * N, a->qkv + l * N * 3 * C, a->atty + l * N * C,
+        a->att_lse + l * NH * N, a->residual2 + l * N * C, a->ln2_mean + l * N, a->ln2_rstd + l * N,
+        a->fch + l * N * 4 * C, a->residual3 + l * N * C};
+    return la;
+}
+
+static void observe(const GPT2 *model, const char *name, int layer, const float *data, size_t nrows,
+                    size_t width) {
+    if (model->observer != NULL) { model->observer(model->observer_ctx, name, layer, data, 0, nrows, width); }
+}
+
+static void block_forward(GPT2 *model, int l, int B, int T) {
+    const GPT2Config *cfg = &model->config;
+    const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
+    LayerTensors w = layer_tensors(&model->params, cfg, l);
+    LayerActivations a = layer_activations(model, l, B, T);
+    ActivationTensors *s = &model->acts;  // the scratch buffers
+
+    layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C);
+    observe(model, "ln1_mean", l, a.ln1_mean, N, 1);
+    observe(model, "ln1_rstd", l, a.ln1_rstd, N, 1);
+    observe(model, "ln1", l, s->ln, N, C);
+    matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C);
+    observe(model, "qkv", l, a.qkv, N, 3 * C);
+    attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH);
+    observe(model, "att_lse", l, a.att_lse, (size_t)B * NH, T);
+    observe(model, "atty", l, a.atty, N, C);
+    matmul_forward(s->proj, a.atty, w.attprojw, w.attprojb, N, C, C);
+    observe(model, "attproj", l, s->proj, N, C);
+    residual_forward(a.residual2, a.input, s->proj, (size_t)N * C);
+    observe(model, "residual2", l, a.residual2, N, C);
+
+    layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C);
+    observe(model, "ln2_mean", l, a.ln2_mean, N, 1);
+    observe(model, "ln2_rstd", l, a.ln2_rstd, N, 1);
+    observe(model, "ln2", l, s->ln, N, C);
+    matmul_forward(a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C);
+    observe(model, "fch", l, a.fch, N, 4 * C);
+    gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);
+    observe(model, "fch_gelu", l, s->fch_gelu, N, 4 * C);
+    matmul_forward(s->proj, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+    observe(model, "fcproj", l, s->proj, N, C);
+    residual_forward(a.residual3, a.residual2, s->proj, (size_t)N * C);
+    observe(model, "residual3", l, a.residual3, N, C);
+}
+
+// On entry acts.dresidual holds the gradient of the layer's output (residual3);
+// on return, the gradient of its input. Both residual branches accumulate into
+// dresidual, which is how the residual connection's backward is done.
+static void block_backward(GPT2 *model, int l, int B, int T) {
+    const GPT2Config *cfg = &model->config;
+    const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
+    LayerTensors w = layer_tensors(&model->params, cfg, l);
+    LayerTensors g = layer_tensors(&model->grads, cfg, l);
+    LayerActivations a = layer_activations(model, l, B, T);
+    ActivationTensors *s = &model->acts;
+
+    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+    gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);  // recompute
+    memset(s->dfch, 0, (size_t)N * 4 * C * sizeof(float));
+    matmul_backward(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw, N, 4 * C, C);
+    gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C);
+    layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C);  // recompute
+    memset(s->dln, 0, (size_t)N * C * sizeof(float));
+    matmul_backward(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C);
+    layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean, a.ln2_rstd,
+                       w.ln2w, N, C);
+
+    // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
+    memset(s->datty, 0, (size_t)N * C * sizeof(float));
+    matmul_backward(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw, N, C, C);
+    memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float));
+    attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH);
+    layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C);  // recompute
+    memset(s->dln, 0, (size_t)N * C * sizeof(float));
+    matmul_backward(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C);
+    layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean, a.ln1_rstd,
+                       w.ln1w, N, C);
+}
+
+static void check_tokens(const GPT2 *model, const int *tokens, int N, const char *what) {
+    for (int i = 0; i < N; i++) {
+        if (tokens[i] < 0 || tokens[i] >= model->config.vocab_size) {
+            die("%s token %d at position %d is outside the vocabulary (0..%d)", what, tokens[i], i,
+                model->config.vocab_size - 1);
+        }
+    }
+}
+
+// Everything up to the final LayerNorm (acts.lnf).
+static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
+    const GPT2Config *cfg = &model->config;
+    if (B > model->batch_size || T > model->seq_len || B < 1 || T < 1) {
+        die("forward pass over B=%d, T=%d: the activations were sized for B=%d, T=%d", B, T,
+            model->batch_size, model->seq_len);
+    }
+    check_tokens(model, inputs, B * T, "input");
+    const int N = B * T, C = cfg->channels, L = cfg->num_layers;
+    ActivationTensors *acts = &model->acts;
+    encoder_forward(acts->encoded, inputs, model->params.wte, model->params.wpe, B, T, C);
+    observe(model, "encoded", -1, acts->encoded, N, C);
+    for (int l = 0; l < L; l++) { block_forward(model, l, B, T); }
+    const float *last = acts->residual3 + (size_t)(L - 1) * N * C;
+    layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, last, model->params.lnfw,
+                      model->params.lnfb, N, C);
+    observe(model, "lnf_mean", -1, acts->lnf_mean, N, 1);
+    observe(model, "lnf_rstd", -1, acts->lnf_rstd, N, 1);
+    observe(model, "lnf", -1, acts->lnf, N, C);
+}
+
+// The classifier over all N rows, chunk by chunk (see classifier.h). With
+// dloss != 0 it also runs the head's backward: dlnf = dlogits . wte and
+// grads.wte += dlogits^T . lnf. Returns the mean loss.
+static float classifier(GPT2 *model, const int *targets, int N, float dloss, float *dlnf) {
+    const GPT2Config *cfg = &model->config;
+    const int C = cfg->channels, V = cfg->vocab_size, Vp = cfg->padded_vocab_size;
+    ActivationTensors *acts = &model->acts;
+    for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK_ROWS) {
+        int rows = N - r0 < CLASSIFIER_CHUNK_ROWS ? N - r0 : CLASSIFIER_CHUNK_ROWS;
+        const float *x = acts->lnf + (size_t)r0 * C;
+        matmul_forward(acts->logits, x, model->params.wte, NULL, rows, C, Vp);
+        if (model->observer != NULL) {
+            model->observer(model->observer_ctx, "logits", -1, acts->logits, r0, rows, Vp);
+        }
+        crossentropy_softmax_forward_backward(acts->losses + r0, acts->logits, targets + r0, dloss,
+                                              rows, V, Vp);
+        if (dloss != 0.0f) {
+            matmul_backward(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x,
+                            model->params.wte, rows, C, Vp);
+        }
+    }
+    observe(model, "losses", -1, acts->losses, N, 1);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) { sum += acts->losses[i]; }
+    model->mean_loss = (float)(sum / N);
+    return model->mean_loss;
+}
+
+// Forward pass over inputs (B, T). With targets (B, T) it returns the mean
+// loss; without (NULL), -1, and the logits of any row can be had from gpt2_logits.
+// Touches no gradient: this is the pass for evaluation and sampling.
+static float gpt2_forward(GPT2 *model, const int *inputs, const int *targets, int B, int T) {
+    gpt2_forward_to_lnf(model, inputs, B, T);
+    if (targets == NULL) {
+        model->mean_loss = -1.0f;
+        return -1.0f;
+    }
+    check_tokens(model, targets, B * T, "target");
+    return classifier(model, targets, B * T, 0.0f, NULL);
+}
+
+// The logits (Vp) of row `row` (= b*T + t) of the last forward pass.
+static const float *gpt2_logits(GPT2 *model, int row) {
+    const GPT2Config *cfg = &model->config;
+    matmul_forward(model->acts.logits, model->acts.lnf + (size_t)row * cfg->channels, model->params.wte,
+                   NULL, 1, cfg->channels, cfg->padded_vocab_size);
+    return model->acts.logits;
+}
+
+// Training: forward pass, loss, and backward pass, accumulating into the
+// gradients the gradient of loss_scale * mean loss (loss_scale = 1 / the number
+// of accumulated micro-batches). Forward and backward are one call because the
+// classifier turns its logits into dlogits as it goes. Returns the mean loss.
+static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *targets, int B, int T,
+                                   float loss_scale) {
+    const GPT2Config *cfg = &model->config;
+    const int N = B * T, C = cfg->channels, L = cfg->num_layers;
+    ActivationTensors *acts = &model->acts;
+    gpt2_forward_to_lnf(model, inputs, B, T);
+    check_tokens(model, targets, N, "target");
+
+    memset(acts->dln, 0, (size_t)N * C * sizeof(float));
+    float loss = classifier(model, targets, N, loss_scale / N, acts->dln);
+
+    memset(acts->dresidual, 0, (size_t)N * C * sizeof(float));
+    const float *last = acts->residual3 + (size_t)(L - 1) * N * C;
+    layernorm_backward(acts->dresidual, model->grads.lnfw, model->grads.lnfb, acts->dln, last,
+                       acts->lnf_mean, acts->lnf_rstd, model->params.lnfw, N, C);
+    for (int l = L - 1; l >= 0; l--) { block_backward(model, l, B, T); }
+    encoder_backward(model->grads.wte, model->grads.wpe, acts->dresidual, inputs, B, T, C);
+    return loss;
+}
+
+static void gpt2_zero_grad(GPT2 *model) {
+    memset(model->grads_memory, 0, model->params_span * sizeof(float));
+}
+
+// The L2 norm of all gradients, summed in double in a fixed order (deterministic).
+static float gpt2_grad_norm(const GPT2 *model) {
+    enum { PARTS = 64 };
+    double partial[PARTS];
+    const size_t n = model->params_span;
+    #pragma omp parallel for
+    for (int p = 0; p < PARTS; p++) {
+        size_t i0 = n * p / PARTS, i1 = n * (p + 1) / PARTS;
+        double s = 0.0;
+        for (size_t i = i0; i < i1; i++) { s += (double)model->grads_memory[i] * model->grads_memory[i]; }
+        partial[p] = s;
+    }
+    double total = 0.0;
+    for (int p = 0; p < PARTS; p++) { total += partial[p]; }
+    return (float)sqrt(total);
+}
+
+// One AdamW step (t counts from 1); weight decay on the 2-D tensors only.
+static void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, float eps, float weight_decay,
+                        float grad_scale, int t) {
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        adamw_update(((float **)&model->params)[i], ((float **)&model->grads)[i], ((float **)&model->m)[i],
+                     ((float **)&model->v)[i], model->param_sizes[i], lr, beta1, beta2, eps,
+                     PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
+    }
+}

@@ -1,0 +1,270 @@
+#!/usr/bin/python3
+"""
+The PyTorch reference for test_gpt2: a GPT-2 of any config, one batch, and
+everything our C implementation must reproduce.
+
+    /usr/bin/python3 scripts/gpt2_reference.py --depth d12 -B 4 -T 64 --out data/ref/d12
+    /usr/bin/python3 scripts/gpt2_reference.py --layers 2 --heads 3 --channels 57 \
+        --max-seq-len 37 --vocab 517 -B 3 -T 29 --out data/ref/odd
+
+writes into OUT:
+  model.bin        llm.c checkpoint (magic 20240326, version 3, fp32, wte padded to Vp rows)
+  state.bin        llm.c debug state (magic 20240327, version 2): B, T, inputs x (B,T) and
+                   targets y (B,T) as int32, logits (B,T,V), the mean loss, the gradient of
+                   every parameter in checkpoint order (padded wte rows zero), all fp32
+  losses.txt       the loss at each of --steps AdamW steps on that same batch (lr 1e-4,
+                   betas 0.9/0.999, eps 1e-8, no weight decay), one per line
+  activations.bin  every intermediate of the forward pass in forward order (format below)
+
+The model is initialized in fp32 (GPT-2's scheme, plus non-zero biases and
+LayerNorm parameters so that every parameter shapes the forward pass), and then
+computed in float64: the reference is then exact to fp32 precision, and the
+test's tolerances measure the error of our fp32 kernels alone.
+
+activations.bin: a 256 x int32 header (magic 20261122, version 1, header[2] =
+number of records), then records: name (64 bytes, NUL-padded ASCII, e.g.
+"h.0.qkv"), ndim (int32), 4 dims (int32, unused ones 1), the fp32 data.
+"""
+import argparse
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODEL_MAGIC, MODEL_VERSION = 20240326, 3
+STATE_MAGIC, STATE_VERSION = 20240327, 2
+ACTS_MAGIC, ACTS_VERSION = 20261122, 1
+LN_EPS = 1e-5
+
+DEPTHS = {"d6": (6, 384, 6), "d12": (12, 768, 12), "d24": (24, 1024, 16),
+          "d36": (36, 1280, 20), "d48": (48, 1600, 25)}
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.NH = NH
+        self.ln_1 = nn.LayerNorm(C, eps=LN_EPS)
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.c_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C, eps=LN_EPS)
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.c_proj2 = nn.Linear(4 * C, C)
+
+    def forward(self, x, record):
+        B, T, C = x.shape
+        NH, hs = self.NH, C // self.NH
+        record_layernorm_stats("ln1", x, record)
+        h = self.ln_1(x)
+        record("ln1", h)
+        qkv = self.c_attn(h)
+        record("qkv", qkv)
+        q, k, v = qkv.split(C, dim=2)
+        q = q.view(B, T, NH, hs).transpose(1, 2)  # (B, NH, T, hs)
+        k = k.view(B, T, NH, hs).transpose(1, 2)
+        v = v.view(B, T, NH, hs).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        record("att_lse", torch.logsumexp(scores, dim=-1))  # (B, NH, T)
+        att = F.softmax(scores, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        record("atty", y)
+        y = self.c_proj(y)
+        record("attproj", y)
+        x = x + y
+        record("residual2", x)
+        record_layernorm_stats("ln2", x, record)
+        h = self.ln_2(x)
+        record("ln2", h)
+        h = self.c_fc(h)
+        record("fch", h)
+        h = F.gelu(h, approximate="tanh")
+        record("fch_gelu", h)
+        h = self.c_proj2(h)
+        record("fcproj", h)
+        x = x + h
+        record("residual3", x)
+        return x
+
+
+def record_layernorm_stats(prefix, x, record):
+    mean = x.mean(dim=-1)
+    var = ((x - mean.unsqueeze(-1)) ** 2).mean(dim=-1)
+    record(prefix + "_mean", mean)
+    record(prefix + "_rstd", 1.0 / torch.sqrt(var + LN_EPS))
+
+
+class GPT2(nn.Module):
+    def __init__(self, L, NH, C, maxT, V):
+        super().__init__()
+        self.V = V
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(maxT, C)
+        self.h = nn.ModuleList([Block(C, NH) for _ in range(L)])
+        self.ln_f = nn.LayerNorm(C, eps=LN_EPS)
+
+    def forward(self, idx, targets, record=lambda name, t: None):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        record("encoded", x)
+        for l, block in enumerate(self.h):
+            x = block(x, lambda name, t, l=l: record(f"h.{l}.{name}", t))
+        record_layernorm_stats("lnf", x, record)
+        x = self.ln_f(x)
+        record("lnf", x)
+        logits = x @ self.wte.weight.t()  # the LM head is tied to the token embedding
+        losses = F.cross_entropy(logits.view(-1, self.V), targets.view(-1), reduction="none")
+        record("losses", losses.view(B, T))
+        return logits, losses.mean()
+
+    def llmc_tensors(self, grads=False):
+        """The 16 tensors of llm.c's checkpoint, in order (wte unpadded)."""
+        def get(p):
+            return p.grad if grads else p.data
+        def stack(fn):
+            return torch.stack([get(fn(b)) for b in self.h])
+        return [get(self.wte.weight), get(self.wpe.weight),
+                stack(lambda b: b.ln_1.weight), stack(lambda b: b.ln_1.bias),
+                stack(lambda b: b.c_attn.weight), stack(lambda b: b.c_attn.bias),
+                stack(lambda b: b.c_proj.weight), stack(lambda b: b.c_proj.bias),
+                stack(lambda b: b.ln_2.weight), stack(lambda b: b.ln_2.bias),
+                stack(lambda b: b.c_fc.weight), stack(lambda b: b.c_fc.bias),
+                stack(lambda b: b.c_proj2.weight), stack(lambda b: b.c_proj2.bias),
+                get(self.ln_f.weight), get(self.ln_f.bias)]
+
+
+def init_weights(model, L, seed):
+    """GPT-2's initialization (std 0.02, residual projections 0.02/sqrt(2L)) in fp32,
+    with small random biases and LayerNorm parameters near (1, 0) instead of exactly
+    (1, 0), so that a kernel that drops a bias or a LayerNorm weight is caught."""
+    g = torch.Generator().manual_seed(seed)
+    def normal(p, std, mean=0.0):
+        with torch.no_grad():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * std + mean)
+    normal(model.wte.weight, 0.02)
+    normal(model.wpe.weight, 0.02)
+    for b in model.h:
+        for lin, std in ((b.c_attn, 0.02), (b.c_proj, 0.02 / math.sqrt(2 * L)),
+                         (b.c_fc, 0.02), (b.c_proj2, 0.02 / math.sqrt(2 * L))):
+            normal(lin.weight, std)
+            normal(lin.bias, 0.02)
+        for ln in (b.ln_1, b.ln_2):
+            normal(ln.weight, 0.1, 1.0)
+            normal(ln.bias, 0.02)
+    normal(model.ln_f.weight, 0.1, 1.0)
+    normal(model.ln_f.bias, 0.02)
+
+
+def f32(t):
+    return t.detach().to(torch.float32).contiguous().numpy()
+
+
+def write_model(path, model, cfg):
+    header = np.zeros(256, dtype=np.int32)
+    header[:8] = [MODEL_MAGIC, MODEL_VERSION, cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"]]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        for i, t in enumerate(model.llmc_tensors()):
+            f.write(pad_wte(f32(t), cfg) if i == 0 else f32(t).tobytes())
+
+
+def pad_wte(wte, cfg):
+    padded = np.zeros((cfg["Vp"], cfg["C"]), dtype=np.float32)
+    padded[: cfg["V"]] = wte
+    return padded.tobytes()
+
+
+def write_state(path, model, cfg, x, y, logits, loss):
+    B, T = x.shape
+    header = np.zeros(256, dtype=np.int32)
+    header[:4] = [STATE_MAGIC, STATE_VERSION, B, T]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(x.numpy().astype(np.int32).tobytes())
+        f.write(y.numpy().astype(np.int32).tobytes())
+        f.write(f32(logits).tobytes())
+        f.write(np.float32(loss.item()).tobytes())
+        for i, t in enumerate(model.llmc_tensors(grads=True)):
+            f.write(pad_wte(f32(t), cfg) if i == 0 else f32(t).tobytes())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--depth", choices=sorted(DEPTHS), help="llm.c preset (maxT 1024, V 50257)")
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--channels", type=int)
+    ap.add_argument("--max-seq-len", type=int, default=1024)
+    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--padded-vocab", type=int, help="default: vocab rounded up to a multiple of 128")
+    ap.add_argument("-B", type=int, default=4)
+    ap.add_argument("-T", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--steps", type=int, default=10, help="AdamW steps for losses.txt")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    args = ap.parse_args()
+
+    if args.depth:
+        L, C, NH = DEPTHS[args.depth]
+    else:
+        if None in (args.layers, args.heads, args.channels):
+            ap.error("give --depth, or --layers, --heads and --channels")
+        L, NH, C = args.layers, args.heads, args.channels
+    V, maxT = args.vocab, args.max_seq_len
+    Vp = args.padded_vocab or (V + 127) // 128 * 128
+    if C % NH != 0 or min(L, NH, C, V, maxT, args.B, args.T) < 1 or Vp < V or args.T > maxT:
+        ap.error(f"inconsistent config: L={L} NH={NH} C={C} V={V} Vp={Vp} maxT={maxT} B={args.B} T={args.T}")
+    cfg = dict(L=L, NH=NH, C=C, maxT=maxT, V=V, Vp=Vp)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    os.makedirs(args.out, exist_ok=True)
+
+    torch.manual_seed(args.seed)
+    model = GPT2(L, NH, C, maxT, V)
+    init_weights(model, L, args.seed)
+    write_model(os.path.join(args.out, "model.bin"), model, cfg)
+    model = model.double()
+
+    g = torch.Generator().manual_seed(args.seed + 1)
+    x = torch.randint(0, V, (args.B, args.T), generator=g)
+    y = torch.randint(0, V, (args.B, args.T), generator=g)
+
+    # one forward and backward pass, recording every intermediate
+    records = []
+    def record(name, t):
+        records.append((name, f32(t)))
+    logits, loss = model(x, y, record)
+    loss.backward()
+    write_state(os.path.join(args.out, "state.bin"), model, cfg, x, y, logits, loss)
+    with open(os.path.join(args.out, "activations.bin"), "wb") as f:
+        header = np.zeros(256, dtype=np.int32)
+        header[:3] = [ACTS_MAGIC, ACTS_VERSION, len(records)]
+        f.write(header.tobytes())
+        for name, a in records:
+            dims = list(a.shape) + [1] * (4 - a.ndim)
+            f.write(struct.pack("64s5i", name.encode(), a.ndim, *dims))
+            f.write(a.tobytes())
+
+    # AdamW steps on the same batch
+    model.zero_grad()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    with open(os.path.join(args.out, "losses.txt"), "w") as f:
+        for step in range(args.steps):
+            opt.zero_grad()
+            _, loss = model(x, y)
+            loss.backward()
+            opt.step()
+            f.write(f"{loss.item():.17g}\n")
+    print(f"wrote {args.out}: L={L} NH={NH} C={C} maxT={maxT} V={V} Vp={Vp} B={args.B} T={args.T} "
+          f"seed={args.seed}, loss {loss.item():.6f} after {args.steps} steps")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+# The model against PyTorch: references for several configs, test_gpt2 on each,
+# deliberately broken kernels that must fail the check, and bad input files.
+set -u
+source scripts/testlib.sh
+PY=/usr/bin/python3
+
+# reference NAME ARGS...: writes data/ref/NAME with scripts/gpt2_reference.py,
+# unless it is there already from the same script and arguments.
+reference() {
+    local name=$1; shift
+    local dir=data/ref/$name
+    local stamp
+    stamp="$(sha256sum scripts/gpt2_reference.py | cut -c1-16) $*"
+    if [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$stamp" ]; then return 0; fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    $PY scripts/gpt2_reference.py "$@" --out "$dir" || return 1
+    echo "$stamp" > "$dir/stamp"
+}
+
+check_reference() {  # check_reference NAME: test_gpt2 on all four files of data/ref/NAME
+    local dir=data/ref/$1
+    ./test_gpt2 -e "$dir/model.bin" -s "$dir/state.bin" -l "$dir/losses.txt" -a "$dir/activations.bin"
+}
+
+# Configs: GPT-2 124M as in llm.c's test; sizes that are multiples of nothing;
+# the smallest possible (one head of 5 channels, T = maxT); and one whose
+# B*T rows span several classifier chunks.
+CONFIGS=(
+    "d12|--depth d12 -B 4 -T 64 --steps 10"
+    "odd|--layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 -B 3 -T 29 --steps 10 --seed 7"
+    "tiny|--layers 1 --heads 1 --channels 5 --max-seq-len 7 --vocab 11 -B 1 -T 7 --steps 10 --seed 3"
+    "chunks|--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 3 -T 100 --steps 5 --seed 11"
+)
+for entry in "${CONFIGS[@]}"; do
+    name=${entry%%|*}
+    args=${entry#*|}
+    # shellcheck disable=SC2086
+    if ! out=$(reference "$name" $args 2>&1); then
+        fail "reference $name" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
+        continue
+    fi
+    if out=$(check_reference "$name" 2>&1); then
+        # the 124M table, summarized for the log
+        [ "$name" = d12 ] && printf '%s\n' "$out" | grep -E '^(tensor|logits|loss|grad\.|step 9|OK|FAIL)'
+        pass "test_gpt2 matches PyTorch: $name ($args)"
+    else
+        printf '%s\n' "$out" | grep -E 'MISMATCH|FAIL|error' | head -n 20
+        fail "test_gpt2 matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
+    fi
+done
+
+# ----------------------------------------------------------------------------
+# Mutants: a copy of the sources with one deliberate bug each must fail the
+# check on the odd config, and name the tensor where the bug first shows.
+# Each line: file | sed expression | the first tensor expected to diverge | what
+MUTANTS=(
+    "llmc/layernorm.h|s/#define LAYERNORM_EPS 1e-5f/#define LAYERNORM_EPS 1e-6f/|h.0.ln1_rstd|LayerNorm eps 1e-6 instead of 1e-5"
+    "llmc/attention.h|0,/for (int j = 0; j <= t; j++) {/s//for (int j = 0; j <= t + 1 \&\& j < T; j++) {/|h.0.att_lse|causal mask off by one: each query also sees the next key"
+    "llmc/attention.h|s#const float scale = 1.0f / sqrtf((float)hs);#const float scale = 1.0f / (float)hs;#|h.0.att_lse|attention scaled by 1/hs instead of 1/sqrt(hs)"
+    "llmc/gelu.h|0,/0.044715f/s//0.04715f/|h.0.fch_gelu|GELU forward constant 0.04715 instead of 0.044715 (a digit dropped)"
+    "llmc/layernorm.h|s/dx\[c\] += s \* (d\[c\] \* weight\[c\] - g_mean - n \* gn_mean);/dx[c] += s * (d[c] * weight[c] - n * gn_mean);/|grad.wte|LayerNorm backward without the mean term"
+    "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
+    "llmc/encoder.h|s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
+)
+mkdir -p build
+for entry in "${MUTANTS[@]}"; do
+    IFS='|' read -r file expr expected what <<< "$entry"
+    dir=build/mutant
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp -r Makefile test_gpt2.c llmc "$dir/"
+    sed -i "$expr" "$dir/$file"
+    if cmp -s "$file" "$dir/$file"; then
+        fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"
+        continue
+    fi
+    if ! out=$(make -s -C "$dir" test_gpt2 2>&1); then
+        fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+        continue
+    fi
+    ref=data/ref/odd
+    out=$("$dir/test_gpt2" -e $ref/model.bin -s $ref/state.bin -l $ref/losses.txt -a $ref/activations.bin 2>&1)
+    rc=$?
+    verdict=$(printf '%s\n' "$out" | grep -E '^FAIL:' || true)
+    if [ $rc -eq 1 ] && printf '%s' "$verdict" | grep -q "first to diverge is $expected\$"; then
+        pass "mutant caught: $what ($verdict)"
+    else
+        fail "mutant caught: $what" "exit $rc, expected a FAIL naming $expected; got: ${verdict:-$(printf '%s' "$out" | tail -n 1)}"
+    fi
+done
+rm -rf build/mutant
+
+# ----------------------------------------------------------------------------
+# Bad input: one line on stderr naming the file and the problem, exit 1.
+ref=data/ref/odd
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() { ./test_gpt2 -e "$1" -s "$2"; }
+# patch FILE OFFSET INT32: overwrite one little-endian int32 of a copy
+patch_int() { $PY -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); f.write(struct.pack('<i', int(sys.argv[3])))" "$@"; }
+
+expect_error "missing model file" 1 "^error: $tmp/none.bin: cannot open" run "$tmp/none.bin" $ref/state.bin
+expect_error "missing state file" 1 "^error: $tmp/none.bin: cannot open" run $ref/model.bin "$tmp/none.bin"
+cp $ref/model.bin "$tmp/magic.bin"; patch_int "$tmp/magic.bin" 0 12345
+expect_error "model with wrong magic" 1 "magic.bin: bad magic number 12345" run "$tmp/magic.bin" $ref/state.bin
+cp $ref/model.bin "$tmp/version.bin"; patch_int "$tmp/version.bin" 4 2
+expect_error "model with wrong version" 1 "version.bin: unsupported model version 2" run "$tmp/version.bin" $ref/state.bin
+head -c 100000 $ref/model.bin > "$tmp/short.bin"
+expect_error "truncated model" 1 "short.bin: truncated model file" run "$tmp/short.bin" $ref/state.bin
+head -c 500 $ref/model.bin > "$tmp/stub.bin"
+expect_error "model shorter than its header" 1 "stub.bin: truncated file" run "$tmp/stub.bin" $ref/state.bin
+cp $ref/model.bin "$tmp/heads.bin"; patch_int "$tmp/heads.bin" 20 4
+expect_error "model config inconsistent (heads do not divide C)" 1 "heads.bin: num_heads 4 does not divide channels 57" run "$tmp/heads.bin" $ref/state.bin
+cp $ref/state.bin "$tmp/state_magic.bin"; patch_int "$tmp/state_magic.bin" 0 20240326
+expect_error "state with wrong magic" 1 "state_magic.bin: bad magic number 20240326" run $ref/model.bin "$tmp/state_magic.bin"
+head -c 5000 $ref/state.bin > "$tmp/state_short.bin"
+expect_error "truncated state" 1 "state_short.bin: .*truncated" run $ref/model.bin "$tmp/state_short.bin"
+expect_error "state of another config" 1 "state.bin: .*written for another config" run data/ref/chunks/model.bin $ref/state.bin
+cp $ref/model.bin "$tmp/maxT.bin"; patch_int "$tmp/maxT.bin" 8 16
+expect_error "T larger than the model's maximum" 1 "state.bin: T=29 is longer than the model's maximum sequence length 16" run "$tmp/maxT.bin" $ref/state.bin
+cp $ref/state.bin "$tmp/token.bin"; patch_int "$tmp/token.bin" 1024 517
+expect_error "token id outside the vocabulary" 1 "token.bin: token 517 at position 0 is outside the vocabulary" run $ref/model.bin "$tmp/token.bin"
+printf 'abc\n' > "$tmp/losses.txt"
+expect_error "malformed losses file" 1 "losses.txt: not a list of numbers" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin -l "$tmp/losses.txt"
+cp $ref/activations.bin "$tmp/acts.bin"; truncate -s -100 "$tmp/acts.bin"
+expect_error "truncated activations" 1 "acts.bin: truncated" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin -a "$tmp/acts.bin"
+expect_error "unknown flag" 2 "^error: -q: unknown flag" ./test_gpt2 -q 1
+expect_error "missing -s" 2 "^error: -e MODEL and -s STATE are required" ./test_gpt2 -e $ref/model.bin

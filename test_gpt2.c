@@ -1,0 +1,321 @@
+/*
+Checks the model against a PyTorch reference (scripts/gpt2_reference.py).
+
+  ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS]
+
+Runs forward and backward on the debug state's batch with the same model code
+as train_gpt2 (llmc/gpt2.h) and compares, in this order: every intermediate
+activation of the forward pass (with -a), the logits, the loss, the gradients
+of the 16 parameter tensors; then (with -l) takes AdamW steps on the same
+batch and compares the loss of each. Prints the error of every tensor, names
+the first one that diverges, and exits 1 on any mismatch.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmc/gpt2.h"
+#include "llmc/utils.h"
+
+#define STATE_MAGIC 20240327
+#define STATE_VERSION 2
+#define ACTIVATIONS_MAGIC 20261122
+#define ACTIVATIONS_VERSION 1
+
+// Tolerances. The reference is computed in float64, so these bound the error of
+// our fp32 kernels alone. The error measure is max |ours - ref| / max |ref| over
+// a tensor: scale-relative, so it is meaningful for tensors whose elements pass
+// through zero (gradients). Observed on GPT-2 124M (B=4, T=64) and the odd-shaped
+// config, the largest errors are about: activations 4e-6 (ln rstd, where the
+// variance is 8e-4 and carries the cancellation of x - mean), logits 1e-6, grads
+// 2e-5 (sums over B*T rows and attention's softmax backward), AdamW step losses
+// 1e-6. The bounds below leave a margin of about 10x over that, and stay far below
+// what a real bug produces: a LayerNorm eps of 1e-6 instead of 1e-5 changes the
+// outputs by ~6e-3, an off-by-one causal mask by ~1e-1 (make test checks both).
+#define TOL_ACTIVATIONS 5e-5
+#define TOL_LOGITS 2e-5
+#define TOL_LOSS 1e-6        // relative to the loss itself
+#define TOL_GRADS 5e-5
+#define TOL_STEP_LOSS 5e-5   // relative, after several AdamW steps
+
+typedef struct {
+    char name[64];
+    double max_err;    // max |ours - ref|, +inf if ours has a NaN
+    double max_ref;    // max |ref|
+    size_t count;      // elements compared
+    double tol;
+} Comparison;
+
+#define MAX_COMPARISONS 4096
+static Comparison comparisons[MAX_COMPARISONS];
+static int num_comparisons = 0;
+
+static double comparison_error(const Comparison *c) {
+    return c->max_err / (c->max_ref > 0.0 ? c->max_ref : 1.0);
+}
+
+// The comparison called name, created on first use (chunks of one tensor accumulate).
+static Comparison *comparison_for(const char *name, double tol) {
+    for (int i = 0; i < num_comparisons; i++) {
+        if (strcmp(comparisons[i].name, name) == 0) { return &comparisons[i]; }
+    }
+    if (num_comparisons == MAX_COMPARISONS) { die("too many tensors to compare"); }
+    Comparison *c = &comparisons[num_comparisons++];
+    memset(c, 0, sizeof(*c));
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    c->tol = tol;
+    return c;
+}
+
+static void accumulate(Comparison *c, const float *ours, const float *ref, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)ours[i] - (double)ref[i]);
+        if (isnan(e)) { e = INFINITY; }
+        if (e > c->max_err) { c->max_err = e; }
+        if (fabs(ref[i]) > c->max_ref) { c->max_ref = fabs(ref[i]); }
+    }
+    c->count += n;
+}
+
+// ----------------------------------------------------------------------------
+// the reference activations, loaded whole
+
+typedef struct {
+    char name[64];
+    size_t count;
+    float *data;
+    int used;
+} Record;
+
+typedef struct {
+    Record *records;
+    int num_records;
+    // for the logits, which come from the debug state rather than this file
+    const float *ref_logits;  // (B*T, V)
+    int V;
+} Reference;
+
+static void load_activations(Reference *ref, const char *path) {
+    FILE *f = fopen_or_die(path, "rb");
+    int header[256];
+    read_header_or_die(f, path, header, ACTIVATIONS_MAGIC, ACTIVATIONS_VERSION, "activations");
+    if (header[2] < 0 || header[2] > 100000) { die("%s: bad record count %d", path, header[2]); }
+    long remaining = file_size_or_die(f, path) - 256 * (long)sizeof(int);
+    ref->num_records = header[2];
+    ref->records = calloc((size_t)header[2] + 1, sizeof(Record));
+    for (int i = 0; i < header[2]; i++) {
+        Record *r = &ref->records[i];
+        int dims[5];
+        fread_or_die(r->name, 1, 64, f, path);
+        fread_or_die(dims, sizeof(int), 5, f, path);
+        r->name[63] = '\0';
+        r->count = 1;
+        if (dims[0] < 1 || dims[0] > 4) { die("%s: record %d (%s): bad ndim %d", path, i, r->name, dims[0]); }
+        for (int d = 1; d <= 4; d++) {
+            if (dims[d] < 1) { die("%s: record %d (%s): bad dimension %d", path, i, r->name, dims[d]); }
+            r->count *= (size_t)dims[d];
+        }
+        remaining -= 64 + 5 * sizeof(int);
+        if ((double)r->count * sizeof(float) > (double)remaining) {
+            die("%s: truncated file (record %s needs %zu floats)", path, r->name, r->count);
+        }
+        remaining -= (long)(r->count * sizeof(float));
+        r->data = malloc_or_die(r->count * sizeof(float), "reference activations");
+        fread_or_die(r->data, sizeof(float), r->count, f, path);
+    }
+    if (remaining != 0) { die("%s: %ld bytes of unexpected data after the last record", path, remaining); }
+    fclose(f);
+}
+
+// The observer the model calls after each kernel of the forward pass.
+static void compare_activation(void *ctx, const char *name, int layer, const float *data, size_t row0,
+                               size_t nrows, size_t width) {
+    Reference *ref = ctx;
+    char full[64];
+    if (layer >= 0) { snprintf(full, sizeof(full), "h.%d.%s", layer, name); }
+    else { snprintf(full, sizeof(full), "%s", name); }
+
+    if (strcmp(name, "logits") == 0) {
+        // rows of (B*T, Vp); the reference has V columns, and the padded ones must be 0
+        Comparison *c = comparison_for("logits", TOL_LOGITS);
+        for (size_t r = 0; r < nrows; r++) {
+            const float *ours = data + r * width;
+            accumulate(c, ours, ref->ref_logits + (row0 + r) * ref->V, (size_t)ref->V);
+            for (size_t v = (size_t)ref->V; v < width; v++) {
+                if (ours[v] != 0.0f) { c->max_err = INFINITY; }
+            }
+        }
+        return;
+    }
+    if (ref->records == NULL) { return; }  // no -a: only the logits are checked here
+    for (int i = 0; i < ref->num_records; i++) {
+        Record *r = &ref->records[i];
+        if (strcmp(r->name, full) != 0) { continue; }
+        if (row0 != 0 || r->count != nrows * width) {
+            die("activations %s: reference has %zu values, the model produced %zu", full, r->count, nrows * width);
+        }
+        r->used = 1;
+        accumulate(comparison_for(full, TOL_ACTIVATIONS), data, r->data, r->count);
+        return;
+    }
+    die("the model produced activation %s, which the reference file does not have", full);
+}
+
+// ----------------------------------------------------------------------------
+
+static void print_usage(FILE *out) {
+    fprintf(out, "usage: ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS]\n"
+                 "  files written by scripts/gpt2_reference.py\n");
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *state_path = NULL, *losses_path = NULL, *acts_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0) { print_usage(stdout); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: %s: missing value\n", argv[i]); print_usage(stderr); return 2; }
+        if (strcmp(argv[i], "-e") == 0) { model_path = argv[++i]; }
+        else if (strcmp(argv[i], "-s") == 0) { state_path = argv[++i]; }
+        else if (strcmp(argv[i], "-l") == 0) { losses_path = argv[++i]; }
+        else if (strcmp(argv[i], "-a") == 0) { acts_path = argv[++i]; }
+        else { fprintf(stderr, "error: %s: unknown flag\n", argv[i]); print_usage(stderr); return 2; }
+    }
+    if (model_path == NULL || state_path == NULL) {
+        fprintf(stderr, "error: -e MODEL and -s STATE are required\n");
+        print_usage(stderr);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    GPT2Config config;
+    gpt2_read_config(model_path, &config);
+
+    // the debug state: B, T, x, y, logits (B,T,V), loss, grads, and nothing else
+    FILE *sf = fopen_or_die(state_path, "rb");
+    int header[256];
+    read_header_or_die(sf, state_path, header, STATE_MAGIC, STATE_VERSION, "debug state");
+    const int B = header[2], T = header[3];
+    if (B < 1 || T < 1 || (double)B * T > 1e8) { die("%s: bad B=%d, T=%d", state_path, B, T); }
+    if (T > config.max_seq_len) {
+        die("%s: T=%d is longer than the model's maximum sequence length %d (%s)", state_path, T,
+            config.max_seq_len, model_path);
+    }
+    size_t N = (size_t)B * T, V = (size_t)config.vocab_size;
+    size_t nparams = 0;
+    {
+        size_t sizes[NUM_PARAMETER_TENSORS];
+        fill_parameter_sizes(sizes, &config);
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { nparams += sizes[i]; }
+    }
+    long expected = 256 * 4L + (long)(2 * N * sizeof(int) + (N * V + 1 + nparams) * sizeof(float));
+    long size = file_size_or_die(sf, state_path);
+    if (size != expected) {
+        die("%s: %ld bytes, but a state for B=%d, T=%d and model %s (V=%zu, %zu parameters) has %ld: "
+            "truncated, or written for another config", state_path, size, B, T, model_path, V, nparams, expected);
+    }
+    int *x = malloc_or_die(N * sizeof(int), "inputs");
+    int *y = malloc_or_die(N * sizeof(int), "targets");
+    float *ref_logits = malloc_or_die(N * V * sizeof(float), "reference logits");
+    float ref_loss;
+    float *ref_grads = malloc_or_die(nparams * sizeof(float), "reference gradients");
+    fread_or_die(x, sizeof(int), N, sf, state_path);
+    fread_or_die(y, sizeof(int), N, sf, state_path);
+    fread_or_die(ref_logits, sizeof(float), N * V, sf, state_path);
+    fread_or_die(&ref_loss, sizeof(float), 1, sf, state_path);
+    fread_or_die(ref_grads, sizeof(float), nparams, sf, state_path);
+    fclose(sf);
+    for (size_t i = 0; i < N; i++) {
+        if (x[i] < 0 || (size_t)x[i] >= V || y[i] < 0 || (size_t)y[i] >= V) {
+            die("%s: token %d at position %zu is outside the vocabulary (0..%zu)", state_path,
+                x[i] < 0 || (size_t)x[i] >= V ? x[i] : y[i], i, V - 1);
+        }
+    }
+
+    Reference ref = {0};
+    ref.ref_logits = ref_logits;
+    ref.V = (int)V;
+    if (acts_path != NULL) { load_activations(&ref, acts_path); }
+
+    double *ref_step_losses = NULL;
+    int num_steps = 0;
+    if (losses_path != NULL) {
+        FILE *lf = fopen_or_die(losses_path, "r");
+        double v;
+        int cap = 0;
+        while (fscanf(lf, "%lf", &v) == 1) {
+            if (num_steps == cap) {
+                cap = cap ? 2 * cap : 16;
+                ref_step_losses = realloc(ref_step_losses, (size_t)cap * sizeof(double));
+            }
+            ref_step_losses[num_steps++] = v;
+        }
+        if (!feof(lf)) { die("%s: not a list of numbers", losses_path); }
+        fclose(lf);
+        if (num_steps == 0) { die("%s: no losses", losses_path); }
+    }
+
+    GPT2 model;
+    gpt2_create(&model, &config, B, T, model_path);
+    gpt2_load_params(&model, model_path);
+    printf("checking B=%d, T=%d, %d threads\n", B, T, omp_get_max_threads());
+
+    // forward and backward with the observer comparing as the forward pass goes
+    model.observer = compare_activation;
+    model.observer_ctx = &ref;
+    gpt2_zero_grad(&model);
+    float loss = gpt2_forward_backward(&model, x, y, B, T, 1.0f);
+    model.observer = NULL;
+    for (int i = 0; i < ref.num_records; i++) {
+        if (!ref.records[i].used) {
+            die("%s: reference tensor %s was not produced by the model", acts_path, ref.records[i].name);
+        }
+    }
+    Comparison *lc = comparison_for("loss", TOL_LOSS);
+    accumulate(lc, &loss, &ref_loss, 1);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "grad.%s", PARAMETER_NAMES[i]);
+        const float *ours = ((float **)&model.grads)[i];
+        // the reference is packed; our tensors start at 64-byte boundaries
+        size_t packed = 0;
+        for (int j = 0; j < i; j++) { packed += model.param_sizes[j]; }
+        accumulate(comparison_for(name, TOL_GRADS), ours, ref_grads + packed, model.param_sizes[i]);
+    }
+
+    // AdamW steps on the same batch, as the reference did
+    for (int step = 0; step < num_steps; step++) {
+        if (step > 0) {
+            gpt2_zero_grad(&model);
+            loss = gpt2_forward_backward(&model, x, y, B, T, 1.0f);
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "step %d loss", step);
+        float ref_step = (float)ref_step_losses[step];
+        accumulate(comparison_for(name, TOL_STEP_LOSS), &loss, &ref_step, 1);
+        gpt2_update(&model, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, step + 1);
+    }
+
+    // the report, in the order of the computation
+    const char *first_failure = NULL;
+    int failures = 0;
+    printf("%-24s %10s %12s %12s %10s\n", "tensor", "elements", "max |err|", "max |ref|", "err/ref");
+    for (int i = 0; i < num_comparisons; i++) {
+        const Comparison *c = &comparisons[i];
+        double e = comparison_error(c);
+        int ok = e <= c->tol;
+        if (!ok) {
+            failures++;
+            if (first_failure == NULL) { first_failure = c->name; }
+        }
+        printf("%-24s %10zu %12.3e %12.3e %10.2e  %s\n", c->name, c->count, c->max_err, c->max_ref, e,
+               ok ? "ok" : "MISMATCH");
+    }
+    if (failures > 0) {
+        printf("FAIL: %d of %d tensors differ; the first to diverge is %s\n", failures, num_comparisons,
+               first_failure);
+    } else {
+        printf("OK: all %d tensors match the reference\n", num_comparisons);
+    }
+    gpt2_free(&model);
+    return failures > 0 ? 1 : 0;
+}
