@@ -1,16 +1,20 @@
 /*
 Trains GPT-2 on the CPU. Flags follow llm.c's train_gpt2.cu; run with -h.
 
-  ./train_gpt2 -e d6 -b 8 -t 128 -x 200 -v 50 -s 100 -o log_d6
+  ./train_gpt2 -e d6 -b 8 -t 128 -x 300 -u 30 -q 0.1 -v 50 -s 100 -n 100 -o log_d6
 
-Each step: load a batch, forward and backward, AdamW. Every -v steps the
-validation loss, every -s steps a sample. With -o DIR, DIR/main.log gets one
-line per step ("s:STEP trl:LOSS ...") and one per validation ("s:STEP tel:LOSS").
+Each step: B*T*(accumulation) tokens forward and backward, gradient clipping,
+AdamW with a warmup + decay schedule. Every -v steps the validation loss,
+every -s steps a sample, every -n steps a checkpoint. With -o DIR, DIR/main.log
+gets one line per step ("s:STEP trl:LOSS lr:LR norm:NORM ms:MS tok/s:N") and
+one per validation ("s:STEP tel:LOSS"); -y 1 resumes from DIR's newest
+complete checkpoint and continues exactly as if never stopped.
 */
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +22,11 @@ line per step ("s:STEP trl:LOSS ...") and one per validation ("s:STEP tel:LOSS")
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "llmc/checkpoint.h"
 #include "llmc/dataloader.h"
 #include "llmc/gpt2.h"
 #include "llmc/sampler.h"
+#include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
 #include "llmc/utils.h"
 
@@ -28,40 +34,65 @@ line per step ("s:STEP trl:LOSS ...") and one per validation ("s:STEP tel:LOSS")
 // command line
 
 typedef struct {
-    const char *train_pattern;   // -i
-    const char *val_pattern;     // -j
-    const char *model;           // -e: a checkpoint file or d6|d12|d24|d36|d48
-    const char *output_dir;      // -o, NULL for none
-    const char *tokenizer_path;  // --tokenizer, NULL: gpt2_tokenizer.bin beside the train shards
-    int B, T;                    // -b, -t
-    float learning_rate;         // -l
-    int max_steps;               // -x, -1: one epoch
-    int val_every, val_batches;  // -v, -m
-    int sample_every, gen_tokens;// -s, -g
-    float temperature;           // --temperature
-    int top_k;                   // --top-k
-    uint64_t seed;               // --seed
+    const char *train_pattern;    // -i
+    const char *val_pattern;      // -j
+    const char *model;            // -e: a checkpoint file or d6|d12|d24|d36|d48
+    const char *output_dir;       // -o, NULL for none
+    const char *tokenizer_path;   // --tokenizer, NULL: gpt2_tokenizer.bin beside the train shards
+    int B, T;                     // -b, -t
+    long total_batch;             // -d tokens per step, -1: B*T
+    float learning_rate;          // -l peak
+    int warmup_steps;             // -u
+    int schedule;                 // -k
+    float final_fraction;         // -q
+    float weight_decay;           // -c
+    float grad_clip;              // --grad-clip, 0: off
+    int max_steps;                // -x, -1: one epoch
+    int val_every, val_batches;   // -v, -m
+    int sample_every, gen_tokens; // -s, -g
+    float temperature;            // --temperature
+    int top_k;                    // --top-k
+    int checkpoint_every;         // -n, 0: never
+    int keep;                     // --keep, 0: all
+    int resume;                   // -y
+    int shuffle;                  // --shuffle
+    int max_skips;                // --max-skips
+    uint64_t seed;                // --seed
 } TrainArgs;
 
 static void print_usage(FILE *out) {
     fprintf(out,
         "usage: ./train_gpt2 [options]\n"
+        "data and model\n"
         "  -i PATTERN  train token shards (glob)   default data/tinyshakespeare/tiny_shakespeare_train_*.bin\n"
         "  -j PATTERN  val token shards (glob)     default data/tinyshakespeare/tiny_shakespeare_val_*.bin\n"
         "  -e MODEL    llm.c checkpoint file, or d6|d12|d24|d36|d48 for a new model   default d12\n"
-        "  -o DIR      output directory for main.log (created if missing)   default none\n"
-        "  -b N        batch size B                default 4\n"
+        "  -o DIR      output directory: main.log and checkpoints (created if missing)   default none\n"
+        "  --tokenizer FILE  llm.c tokenizer for samples   default gpt2_tokenizer.bin beside the train shards\n"
+        "  --shuffle 0|1     shuffle shards and batches every epoch   default 1\n"
+        "  --seed N    seed of the initialization, data order and sampler   default 1337\n"
+        "optimization\n"
+        "  -b N        micro-batch size B          default 4\n"
         "  -t N        sequence length T           default 64\n"
-        "  -l LR       learning rate               default 3e-4\n"
-        "  -x N        training steps, -1 = one epoch   default -1\n"
-        "  -v N        validate every N steps, 0 = never   default 20\n"
+        "  -d N        tokens per step (B*T times the accumulation steps), -1 = B*T   default -1\n"
+        "  -l LR       peak learning rate          default 3e-4\n"
+        "  -u N        warmup steps (linear)       default 0\n"
+        "  -k NAME     decay after warmup: cosine|linear|constant   default cosine\n"
+        "  -q F        final learning rate as a fraction of the peak   default 1.0\n"
+        "  -c F        weight decay (2-D tensors only)   default 0.0\n"
+        "  --grad-clip F   clip the global gradient norm to F, 0 = off   default 1.0\n"
+        "  -x N        steps, -1 = one epoch       default -1\n"
+        "  --max-skips K   stop after K steps in a row with a non-finite loss or norm   default 5\n"
+        "evaluation, samples, checkpoints\n"
+        "  -v N        validate every N steps and at the end, 0 = never   default 20\n"
         "  -m N        validation batches          default 20\n"
-        "  -s N        sample every N steps, 0 = never   default 20\n"
+        "  -s N        sample every N steps and at the end, 0 = never   default 20\n"
         "  -g N        tokens to generate          default 64\n"
         "  --temperature F   sampling temperature, 0 = greedy   default 1.0\n"
         "  --top-k N   sample from the N most likely tokens, 0 = all   default 0\n"
-        "  --seed N    seed of the initialization and the sampler   default 1337\n"
-        "  --tokenizer FILE  llm.c tokenizer   default gpt2_tokenizer.bin beside the train shards\n"
+        "  -n N        checkpoint every N steps and at the end (needs -o), 0 = never   default 0\n"
+        "  --keep K    keep the newest K checkpoints, 0 = all   default 0\n"
+        "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
         "  -h          this help\n"
         "Threads: OMP_NUM_THREADS (default: all cores).\n");
 }
@@ -70,6 +101,7 @@ __attribute__((noreturn, format(printf, 2, 3)))
 static void usage_error(const char *flag, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout);
     fprintf(stderr, "error: %s: ", flag);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -102,9 +134,10 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
     *a = (TrainArgs){
         .train_pattern = "data/tinyshakespeare/tiny_shakespeare_train_*.bin",
         .val_pattern = "data/tinyshakespeare/tiny_shakespeare_val_*.bin",
-        .model = "d12", .B = 4, .T = 64, .learning_rate = 3e-4f, .max_steps = -1,
+        .model = "d12", .B = 4, .T = 64, .total_batch = -1, .learning_rate = 3e-4f,
+        .schedule = SCHEDULE_COSINE, .final_fraction = 1.0f, .grad_clip = 1.0f, .max_steps = -1,
         .val_every = 20, .val_batches = 20, .sample_every = 20, .gen_tokens = 64,
-        .temperature = 1.0f, .top_k = 0, .seed = 1337};
+        .temperature = 1.0f, .shuffle = 1, .max_skips = 5, .seed = 1337};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
@@ -121,7 +154,16 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--tokenizer") == 0) { a->tokenizer_path = val; }
         else if (strcmp(flag, "-b") == 0) { a->B = (int)parse_long(flag, val, 1, 1 << 16); }
         else if (strcmp(flag, "-t") == 0) { a->T = (int)parse_long(flag, val, 1, 1 << 20); }
+        else if (strcmp(flag, "-d") == 0) { a->total_batch = parse_long(flag, val, -1, 1L << 40); }
         else if (strcmp(flag, "-l") == 0) { a->learning_rate = parse_float(flag, val, 0.0f, 10.0f); }
+        else if (strcmp(flag, "-u") == 0) { a->warmup_steps = (int)parse_long(flag, val, 0, INT_MAX); }
+        else if (strcmp(flag, "-k") == 0) {
+            a->schedule = schedule_from_name(val);
+            if (a->schedule < 0) { usage_error(flag, "'%s' is not cosine, linear or constant", val); }
+        }
+        else if (strcmp(flag, "-q") == 0) { a->final_fraction = parse_float(flag, val, 0.0f, 1.0f); }
+        else if (strcmp(flag, "-c") == 0) { a->weight_decay = parse_float(flag, val, 0.0f, 10.0f); }
+        else if (strcmp(flag, "--grad-clip") == 0) { a->grad_clip = parse_float(flag, val, 0.0f, 1e30f); }
         else if (strcmp(flag, "-x") == 0) { a->max_steps = (int)parse_long(flag, val, -1, INT_MAX - 1); }
         else if (strcmp(flag, "-v") == 0) { a->val_every = (int)parse_long(flag, val, 0, INT_MAX); }
         else if (strcmp(flag, "-m") == 0) { a->val_batches = (int)parse_long(flag, val, 1, INT_MAX); }
@@ -129,10 +171,40 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "-g") == 0) { a->gen_tokens = (int)parse_long(flag, val, 1, 1 << 20); }
         else if (strcmp(flag, "--temperature") == 0) { a->temperature = parse_float(flag, val, 0.0f, 100.0f); }
         else if (strcmp(flag, "--top-k") == 0) { a->top_k = (int)parse_long(flag, val, 0, 1 << 24); }
+        else if (strcmp(flag, "-n") == 0) { a->checkpoint_every = (int)parse_long(flag, val, 0, INT_MAX); }
+        else if (strcmp(flag, "--keep") == 0) { a->keep = (int)parse_long(flag, val, 0, INT_MAX); }
+        else if (strcmp(flag, "-y") == 0) { a->resume = (int)parse_long(flag, val, 0, 1); }
+        else if (strcmp(flag, "--shuffle") == 0) { a->shuffle = (int)parse_long(flag, val, 0, 1); }
+        else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else { usage_error(flag, "unknown flag"); }
     }
     if (a->max_steps == 0) { usage_error("-x", "0 steps: use -1 for one epoch or a positive count"); }
+    long bt = (long)a->B * a->T;
+    if (a->total_batch == 0 || (a->total_batch > 0 && a->total_batch % bt != 0)) {
+        usage_error("-d", "%ld tokens per step is not a multiple of B*T = %d*%d = %ld", a->total_batch, a->B,
+                    a->T, bt);
+    }
+    if (a->resume && a->output_dir == NULL) { usage_error("-y", "resuming needs the run's directory (-o DIR)"); }
+    if (a->checkpoint_every > 0 && a->output_dir == NULL) { usage_error("-n", "checkpoints need an output directory (-o DIR)"); }
+}
+
+// ----------------------------------------------------------------------------
+// testing hooks: LLMC_FAULT="nan-loss:S" makes step S's loss NaN;
+// "kill-in-checkpoint:S" sends SIGKILL to ourselves halfway through writing
+// checkpoint S's model file. Used by scripts/test_resume.sh only.
+
+typedef struct { int nan_loss_step, kill_checkpoint_step; } Faults;
+
+static Faults read_faults(void) {
+    Faults f = {-1, -1};
+    const char *s = getenv("LLMC_FAULT");
+    if (s == NULL) { return f; }
+    int step;
+    if (sscanf(s, "nan-loss:%d", &step) == 1) { f.nan_loss_step = step; }
+    else if (sscanf(s, "kill-in-checkpoint:%d", &step) == 1) { f.kill_checkpoint_step = step; }
+    else { die("LLMC_FAULT=%s: not nan-loss:STEP or kill-in-checkpoint:STEP", s); }
+    return f;
 }
 
 // ----------------------------------------------------------------------------
@@ -191,12 +263,94 @@ static void default_tokenizer_path(const char *train_pattern, char *out, size_t 
     snprintf(out, size, "%s/gpt2_tokenizer.bin", dirname(copy));
 }
 
+// The hyperparameters of this run, as a checkpoint records them.
+static TrainState initial_state(const TrainArgs *a, const GPT2Config *config, int accum, int max_steps) {
+    TrainState s;
+    memset(&s, 0, sizeof(s));
+    s.config = *config;
+    s.B = a->B;
+    s.T = a->T;
+    s.grad_accum_steps = accum;
+    s.seed = a->seed;
+    s.shuffle = a->shuffle;
+    s.sample_rng = random_seed_state(a->seed ^ 0x5A3D1E);
+    s.learning_rate = a->learning_rate;
+    s.final_fraction = a->final_fraction;
+    s.weight_decay = a->weight_decay;
+    s.grad_clip = a->grad_clip;
+    s.schedule = a->schedule;
+    s.warmup_steps = a->warmup_steps;
+    s.max_steps = max_steps;
+    return s;
+}
+
+// A checkpoint may only continue the run it came from: same model, batch and
+// hyperparameters (only -x may grow, to train longer).
+static void check_resume_matches(const char *path, const TrainState *ck, const TrainState *run) {
+    const GPT2Config *a = &ck->config, *b = &run->config;
+    if (memcmp(a, b, sizeof(*a)) != 0) {
+        die("%s: a checkpoint of another model config (L=%d NH=%d C=%d maxT=%d V=%d) than this run's "
+            "(L=%d NH=%d C=%d maxT=%d V=%d)", path, a->num_layers, a->num_heads, a->channels, a->max_seq_len,
+            a->vocab_size, b->num_layers, b->num_heads, b->channels, b->max_seq_len, b->vocab_size);
+    }
+    struct { const char *flag; double ck, run; } fields[] = {
+        {"-b", ck->B, run->B}, {"-t", ck->T, run->T},
+        {"-d (accumulation steps)", ck->grad_accum_steps, run->grad_accum_steps},
+        {"--seed", (double)ck->seed, (double)run->seed}, {"--shuffle", ck->shuffle, run->shuffle},
+        {"-l", ck->learning_rate, run->learning_rate}, {"-q", ck->final_fraction, run->final_fraction},
+        {"-c", ck->weight_decay, run->weight_decay}, {"--grad-clip", ck->grad_clip, run->grad_clip},
+        {"-k", ck->schedule, run->schedule}, {"-u", ck->warmup_steps, run->warmup_steps}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (fields[i].ck != fields[i].run) {
+            die("%s: the run was made with %s %g, this command has %g; resume with the same settings",
+                path, fields[i].flag, fields[i].ck, fields[i].run);
+        }
+    }
+}
+
+// Loads the newest complete checkpoint of dir into model and *state; an
+// unreadable or corrupt one is reported and the one before it tried. Returns 1
+// if one was loaded, 0 if dir holds none.
+static int resume_from(const char *dir, GPT2 *model, TrainState *state) {
+    enum { MAX_CHECKPOINTS = 100000 };
+    static int steps[MAX_CHECKPOINTS];
+    int n = list_checkpoint_steps(dir, steps, MAX_CHECKPOINTS);
+    for (int i = 0; i < n; i++) {
+        char model_path[PATH_MAX], state_path[PATH_MAX], err[PATH_MAX + 256];
+        checkpoint_paths(dir, steps[i], model_path, state_path);
+        TrainState ck;
+        int header[256];
+        if (read_state_header(state_path, &ck, header, err, sizeof(err)) != 0) {
+            fprintf(stderr, "warning: %s; trying the checkpoint before it\n", err);
+            continue;
+        }
+        check_resume_matches(state_path, &ck, state);  // another run's checkpoint: refuse
+        if (ck.step != steps[i]) {
+            fprintf(stderr, "warning: %s: holds step %d (corrupt); trying the checkpoint before it\n",
+                    state_path, ck.step);
+            continue;
+        }
+        if (gpt2_try_load_params(model, model_path, err, sizeof(err)) != 0 ||
+            read_state_tensors(model, state_path, header, err, sizeof(err)) != 0) {
+            fprintf(stderr, "warning: %s; trying the checkpoint before it\n", err);
+            continue;
+        }
+        ck.max_steps = state->max_steps;  // -x may change between runs
+        *state = ck;
+        printf("resuming from %s (step %d)\n", model_path, ck.step);
+        return 1;
+    }
+    if (n > 0) { die("%s: none of its %d checkpoints is intact", dir, n); }
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
     TrainArgs args;
     parse_args(&args, argc, argv);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    const Faults faults = read_faults();
 
     // the model: a checkpoint, or a new one of a given depth
     GPT2Config config;
@@ -207,11 +361,12 @@ int main(int argc, char **argv) {
             args.model);
     }
 
-    // data, checked before the big allocation so that mistakes surface at once
+    // data, tokenizer and output directory, checked before the big allocation
     DataLoader train_loader, val_loader;
-    dataloader_init(&train_loader, args.train_pattern, "-i", args.B, args.T, config.vocab_size);
+    dataloader_init(&train_loader, args.train_pattern, "-i", args.B, args.T, config.vocab_size,
+                    args.shuffle, args.seed);
     if (args.val_every > 0) {
-        dataloader_init(&val_loader, args.val_pattern, "-j", args.B, args.T, config.vocab_size);
+        dataloader_init(&val_loader, args.val_pattern, "-j", args.B, args.T, config.vocab_size, 0, 0);
         if ((size_t)args.val_batches > val_loader.batches_per_epoch) {
             args.val_batches = (int)val_loader.batches_per_epoch;
         }
@@ -231,55 +386,104 @@ int main(int argc, char **argv) {
             die("%s: end-of-text token %d is outside the model's vocabulary of %d", path, eot, config.vocab_size);
         }
     }
+    const int tokens_per_micro = args.B * args.T;
+    const int accum = args.total_batch > 0 ? (int)(args.total_batch / tokens_per_micro) : 1;
+    int max_steps = args.max_steps;
+    if (max_steps < 0) {
+        max_steps = (int)(train_loader.batches_per_epoch / (size_t)accum);
+        if (max_steps < 1) { max_steps = 1; }
+    }
     FILE *log = NULL;
     char log_path[PATH_MAX];
     if (args.output_dir != NULL) {
         make_dir(args.output_dir);
         snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
-        log = fopen_or_die(log_path, "a");
     }
 
     GPT2 model;
     gpt2_create(&model, &config, args.B, args.T, args.model);
-    if (from_scratch) { gpt2_init_params(&model, args.seed); }
-    else { gpt2_load_params(&model, args.model); }
-
-    int steps = args.max_steps > 0 ? args.max_steps : (int)train_loader.batches_per_epoch;
-    printf("threads: %d | B=%d T=%d | %d steps | train: %d shards, %zu batches per epoch\n",
-           omp_get_max_threads(), args.B, args.T, steps, train_loader.num_shards,
+    TrainState state = initial_state(&args, &config, accum, max_steps);
+    int resumed = args.resume && resume_from(args.output_dir, &model, &state);
+    if (!resumed) {
+        if (from_scratch) { gpt2_init_params(&model, args.seed); }
+        else { gpt2_load_params(&model, args.model); }
+    }
+    dataloader_seek(&train_loader, state.data);
+    if (args.output_dir != NULL) { log = fopen_or_die(log_path, "a"); }
+    Schedule schedule = {(ScheduleKind)args.schedule, args.learning_rate, args.warmup_steps, max_steps,
+                         args.final_fraction};
+    printf("threads: %d | B=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
+           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), args.B, args.T, accum,
+           accum > 1 ? "s" : "", accum * tokens_per_micro, max_steps, train_loader.num_shards,
            train_loader.batches_per_epoch);
 
     int *gen_tokens = malloc_or_die(((size_t)args.gen_tokens + 1) * sizeof(int), "sample tokens");
     float *sample_scratch = malloc_or_die((size_t)config.vocab_size * sizeof(float), "sampler");
-    uint64_t sample_rng = random_seed_state(args.seed ^ 0x5A3D1E);
 
-    for (int step = 0; step <= steps; step++) {
-        int last_step = step == steps;
-        if (args.val_every > 0 && (step % args.val_every == 0 || last_step)) {
+    for (int step = state.step; step <= max_steps; step++) {
+        const int last_step = step == max_steps;
+        // at the step a checkpoint was made, its validation and sample were done before it
+        const int just_resumed = resumed && step == state.step;
+        if (!just_resumed && args.val_every > 0 && (step % args.val_every == 0 || last_step)) {
             float val_loss = validation_loss(&model, &val_loader, args.val_batches);
-            printf("val loss %.6f\n", val_loss);
+            printf("step %d: val loss %.6f\n", step, val_loss);
             if (log != NULL) { fprintf(log, "s:%d tel:%.6f\n", step, val_loss); fflush(log); }
         }
-        if (args.sample_every > 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
+        if (!just_resumed && args.sample_every > 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
             generate_sample(&model, &tokenizer, gen_tokens, args.gen_tokens, eot, args.temperature,
-                            args.top_k, &sample_rng, sample_scratch);
+                            args.top_k, &state.sample_rng, sample_scratch);
+        }
+        if (!just_resumed && args.checkpoint_every > 0 &&
+            ((step > 0 && step % args.checkpoint_every == 0) || last_step)) {
+            char model_path[PATH_MAX], state_path[PATH_MAX];
+            checkpoint_paths(args.output_dir, step, model_path, state_path);
+            state.step = step;
+            state.data = train_loader.pos;
+            size_t kill_after = step == faults.kill_checkpoint_step ? model.num_parameters * 2 : 0;
+            write_model_checkpoint(&model, model_path, kill_after);
+            write_state_checkpoint(&model, &state, state_path, 0);
+            if (args.keep > 0) { prune_checkpoints(args.output_dir, args.keep); }
+            printf("step %d: checkpoint %s\n", step, model_path);
         }
         if (last_step) { break; }
 
+        // one optimizer step over `accum` micro-batches
         double t0 = now_seconds();
-        dataloader_next_batch(&train_loader);
         gpt2_zero_grad(&model);
-        float loss = gpt2_forward_backward(&model, train_loader.inputs, train_loader.targets, args.B,
-                                           args.T, 1.0f);
+        double loss = 0.0;
+        for (int micro = 0; micro < accum; micro++) {
+            if (dataloader_next_batch(&train_loader)) {
+                printf("epoch %d begins%s\n", train_loader.pos.epoch + 1,
+                       args.shuffle ? " (shards and batches reshuffled)" : "");
+            }
+            loss += gpt2_forward_backward(&model, train_loader.inputs, train_loader.targets, args.B, args.T,
+                                          1.0f / accum);
+        }
+        loss /= accum;
+        if (step == faults.nan_loss_step) { loss = NAN; }
         float norm = gpt2_grad_norm(&model);
-        gpt2_update(&model, args.learning_rate, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, step + 1);
+        float lr = schedule_lr(&schedule, step);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            state.consecutive_skips++;
+            fprintf(stderr, "warning: step %d: non-finite loss (%g) or gradient norm (%g); update skipped (%d in a row)\n",
+                    step + 1, loss, norm, state.consecutive_skips);
+            if (state.consecutive_skips >= args.max_skips) {
+                die("%d steps in a row had a non-finite loss or gradient norm; stopping at step %d "
+                    "(checkpoints in %s are intact)", state.consecutive_skips, step + 1,
+                    args.output_dir != NULL ? args.output_dir : "no -o dir");
+            }
+        } else {
+            state.consecutive_skips = 0;
+            float grad_scale = args.grad_clip > 0.0f && norm > args.grad_clip ? args.grad_clip / norm : 1.0f;
+            gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_scale, step + 1);
+        }
         double ms = (now_seconds() - t0) * 1e3;
-        double tok_per_s = (double)args.B * args.T / (ms / 1e3);
-        printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, steps,
-               loss, norm, args.learning_rate, ms, tok_per_s);
+        double tok_per_s = (double)accum * tokens_per_micro / (ms / 1e3);
+        printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps,
+               loss, norm, lr, ms, tok_per_s);
         if (log != NULL) {
-            fprintf(log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss,
-                    args.learning_rate, norm, ms, tok_per_s);
+            fprintf(log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss, lr, norm, ms,
+                    tok_per_s);
             fflush(log);
         }
     }

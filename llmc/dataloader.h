@@ -3,10 +3,15 @@ Batches of tokens from llm.c's token shards.
 
 A shard is a 256 x int32 header (magic 20240520, version 1, header[2] = the
 number of tokens) followed by that many uint16 tokens. A glob pattern names
-the shards; they are read in sorted order. A batch is B*T+1 consecutive
-tokens of one shard: inputs are the first B*T, targets the same shifted by
-one. Batches do not cross shard boundaries; the tail of a shard too short for
-a batch is skipped, as in llm.c.
+the shards. A shard of n tokens holds (n - 1) / (B*T) batch slots: slot k is
+the B*T+1 tokens from k*B*T on; inputs are the first B*T, targets the same
+shifted by one. Batches never cross shards; a tail too short is skipped.
+
+An epoch visits every slot of every shard once. With shuffling, each epoch
+visits the shards in its own random order and the slots of each shard in a
+random order. The orders are a pure function of (seed, epoch, shard), so the
+position (epoch, shard_pos, slot_pos) is all a checkpoint needs to resume.
+Without shuffling, shards go in sorted order and slots front to back.
 */
 #pragma once
 
@@ -17,6 +22,7 @@ a batch is skipped, as in llm.c.
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "rand.h"
 #include "utils.h"
 
 #define SHARD_MAGIC 20240520
@@ -24,46 +30,74 @@ a batch is skipped, as in llm.c.
 #define SHARD_HEADER_BYTES (256 * sizeof(int))
 
 typedef struct {
+    int epoch;        // passes over the data begun before this one
+    int shard_pos;    // index into the epoch's shard order
+    size_t slot_pos;  // index into the shard's slot order of the next batch
+} DataPosition;
+
+typedef struct {
     int B, T;
     int vocab_size;           // tokens must be below this
+    int shuffle;
+    uint64_t seed;
     int num_shards;
     char **shard_paths;       // sorted
-    size_t *shard_tokens;     // tokens in each shard
-    size_t batches_per_epoch; // sum over shards of the batches each holds
-    // position of the next batch
-    int shard;                // index into shard_paths
-    size_t offset;            // token index within the shard
-    int epoch;                // completed passes over all shards
+    size_t *shard_slots;      // batch slots in each shard
+    size_t batches_per_epoch; // sum of shard_slots
+    DataPosition pos;
+    size_t *shard_order;      // (num_shards) this epoch's order of the shards
+    size_t *slot_order;       // (largest shard_slots) the current shard's order of slots
+    int slot_order_shard;     // the shard slot_order was made for, -1 for none yet
     int fd;                   // the open shard (pread: no stdio buffer to allocate per batch)
     int fd_shard;             // which shard fd is, -1 for none
-    // buffers
     uint16_t *buffer;         // (B*T + 1) tokens as read
     int *inputs;              // (B, T)
     int *targets;             // (B, T)
 } DataLoader;
 
-static size_t shard_batches(size_t tokens, int B, int T) {
-    size_t need = (size_t)B * T;
-    return tokens >= need + 1 ? (tokens - 1) / need : 0;
+// Fisher-Yates with an RNG seeded from (seed, epoch, salt): the same inputs give the same order.
+static void shuffle_order(size_t *order, size_t n, uint64_t seed, int epoch, uint64_t salt) {
+    uint64_t rng = random_seed_state(seed ^ ((uint64_t)epoch * 0x9E3779B97F4A7C15ull) ^ (salt * 0xD1B54A32D192ED03ull));
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(((uint64_t)random_u32(&rng) << 32 | random_u32(&rng)) % i);
+        size_t t = order[i - 1]; order[i - 1] = order[j]; order[j] = t;
+    }
+}
+
+static void make_shard_order(DataLoader *loader) {
+    size_t n = (size_t)loader->num_shards;
+    for (size_t i = 0; i < n; i++) { loader->shard_order[i] = i; }
+    if (loader->shuffle) { shuffle_order(loader->shard_order, n, loader->seed, loader->pos.epoch, 0); }
+}
+
+static void make_slot_order(DataLoader *loader, int shard) {
+    size_t n = loader->shard_slots[shard];
+    for (size_t i = 0; i < n; i++) { loader->slot_order[i] = i; }
+    if (loader->shuffle) { shuffle_order(loader->slot_order, n, loader->seed, loader->pos.epoch, 1 + (uint64_t)shard); }
+    loader->slot_order_shard = shard;
 }
 
 // Opens every shard matching pattern and checks its header and size. `flag`
 // names the command-line flag for the error when nothing matches.
 static void dataloader_init(DataLoader *loader, const char *pattern, const char *flag, int B, int T,
-                            int vocab_size) {
+                            int vocab_size, int shuffle, uint64_t seed) {
     memset(loader, 0, sizeof(*loader));
     loader->B = B;
     loader->T = T;
     loader->vocab_size = vocab_size;
+    loader->shuffle = shuffle;
+    loader->seed = seed;
     loader->fd = -1;
     loader->fd_shard = -1;
+    loader->slot_order_shard = -1;
     glob_t g;
     int rc = glob(pattern, 0, NULL, &g);
     if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0)) { die("%s %s: no files match", flag, pattern); }
     if (rc != 0) { die("%s %s: glob failed", flag, pattern); }
     loader->num_shards = (int)g.gl_pathc;
     loader->shard_paths = malloc_or_die(g.gl_pathc * sizeof(char *), "shard list");
-    loader->shard_tokens = malloc_or_die(g.gl_pathc * sizeof(size_t), "shard list");
+    loader->shard_slots = malloc_or_die(g.gl_pathc * sizeof(size_t), "shard list");
+    size_t batch_tokens = (size_t)B * T, max_slots = 0;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         const char *path = g.gl_pathv[i];
         loader->shard_paths[i] = strdup(path);
@@ -81,47 +115,69 @@ static void dataloader_init(DataLoader *loader, const char *pattern, const char 
             die("%s: token shard longer than its header says (%ld bytes, expected %ld)", path, size, expected);
         }
         fclose(f);
-        loader->shard_tokens[i] = (size_t)header[2];
-        loader->batches_per_epoch += shard_batches(loader->shard_tokens[i], B, T);
+        size_t tokens = (size_t)header[2];
+        loader->shard_slots[i] = tokens > batch_tokens ? (tokens - 1) / batch_tokens : 0;
+        loader->batches_per_epoch += loader->shard_slots[i];
+        if (loader->shard_slots[i] > max_slots) { max_slots = loader->shard_slots[i]; }
     }
     globfree(&g);
     if (loader->batches_per_epoch == 0) {
-        die("%s %s: the shards hold no batch of B*T+1 = %d tokens", flag, pattern, B * T + 1);
+        die("%s %s: the shards hold no batch of B*T+1 = %zu tokens", flag, pattern, batch_tokens + 1);
     }
-    size_t n = (size_t)B * T;
-    loader->buffer = malloc_or_die((n + 1) * sizeof(uint16_t), "token buffer");
-    loader->inputs = malloc_or_die(n * sizeof(int), "token buffer");
-    loader->targets = malloc_or_die(n * sizeof(int), "token buffer");
+    loader->shard_order = malloc_or_die((size_t)loader->num_shards * sizeof(size_t), "shard order");
+    loader->slot_order = malloc_or_die(max_slots * sizeof(size_t), "slot order");
+    loader->buffer = malloc_or_die((batch_tokens + 1) * sizeof(uint16_t), "token buffer");
+    loader->inputs = malloc_or_die(batch_tokens * sizeof(int), "token buffer");
+    loader->targets = malloc_or_die(batch_tokens * sizeof(int), "token buffer");
+    make_shard_order(loader);
 }
 
-// Back to the first batch of the first shard (used before every validation).
+// Continues from a position saved by a checkpoint (or the start: all zero).
+static void dataloader_seek(DataLoader *loader, DataPosition pos) {
+    if (pos.epoch < 0 || pos.shard_pos < 0 || pos.shard_pos > loader->num_shards) {
+        die("data position (epoch %d, shard %d) does not fit the %d shards", pos.epoch, pos.shard_pos,
+            loader->num_shards);
+    }
+    loader->pos = pos;
+    loader->slot_order_shard = -1;
+    make_shard_order(loader);
+}
+
 static void dataloader_reset(DataLoader *loader) {
-    loader->shard = 0;
-    loader->offset = 0;
-    loader->epoch = 0;
+    DataPosition start = {0, 0, 0};
+    dataloader_seek(loader, start);
 }
 
-// Loads the next batch into loader->inputs and loader->targets.
-static void dataloader_next_batch(DataLoader *loader) {
+// Loads the next batch into loader->inputs and loader->targets. Returns 1 if
+// this batch began a new epoch (after the first), else 0.
+static int dataloader_next_batch(DataLoader *loader) {
     const size_t n = (size_t)loader->B * loader->T;
-    // skip shards (and shard tails) too short for a batch
-    while (loader->offset + n + 1 > loader->shard_tokens[loader->shard]) {
-        loader->offset = 0;
-        loader->shard++;
-        if (loader->shard == loader->num_shards) {
-            loader->shard = 0;
-            loader->epoch++;
+    int new_epoch = 0;
+    DataPosition *pos = &loader->pos;
+    // past the end of the current shard: on to the next one with batches, or the next epoch
+    while (pos->shard_pos == loader->num_shards ||
+           pos->slot_pos >= loader->shard_slots[loader->shard_order[pos->shard_pos]]) {
+        pos->slot_pos = 0;
+        pos->shard_pos++;
+        if (pos->shard_pos >= loader->num_shards) {
+            pos->shard_pos = 0;
+            pos->epoch++;
+            new_epoch = 1;
+            make_shard_order(loader);
         }
     }
-    const char *path = loader->shard_paths[loader->shard];
-    if (loader->fd_shard != loader->shard) {
+    const int shard = (int)loader->shard_order[pos->shard_pos];
+    if (loader->slot_order_shard != shard) { make_slot_order(loader, shard); }
+    const size_t offset = loader->slot_order[pos->slot_pos] * n;
+    const char *path = loader->shard_paths[shard];
+    if (loader->fd_shard != shard) {
         if (loader->fd >= 0) { close(loader->fd); }
         loader->fd = open(path, O_RDONLY);
         if (loader->fd < 0) { die("%s: cannot open for reading: %s", path, strerror(errno)); }
-        loader->fd_shard = loader->shard;
+        loader->fd_shard = shard;
     }
     size_t want = (n + 1) * sizeof(uint16_t), got = 0;
-    off_t at = (off_t)(SHARD_HEADER_BYTES + loader->offset * sizeof(uint16_t));
+    off_t at = (off_t)(SHARD_HEADER_BYTES + offset * sizeof(uint16_t));
     while (got < want) {
         ssize_t r = pread(loader->fd, (char *)loader->buffer + got, want - got, at + (off_t)got);
         if (r < 0 && errno == EINTR) { continue; }
@@ -131,21 +187,24 @@ static void dataloader_next_batch(DataLoader *loader) {
     for (size_t i = 0; i < n + 1; i++) {
         if (loader->buffer[i] >= loader->vocab_size) {
             die("%s: token %u at index %zu is outside the vocabulary (0..%d)", path, loader->buffer[i],
-                loader->offset + i, loader->vocab_size - 1);
+                offset + i, loader->vocab_size - 1);
         }
     }
     for (size_t i = 0; i < n; i++) {
         loader->inputs[i] = loader->buffer[i];
         loader->targets[i] = loader->buffer[i + 1];
     }
-    loader->offset += n;
+    pos->slot_pos++;
+    return new_epoch;
 }
 
 static void dataloader_free(DataLoader *loader) {
     if (loader->fd >= 0) { close(loader->fd); }
     for (int i = 0; i < loader->num_shards; i++) { free(loader->shard_paths[i]); }
     free(loader->shard_paths);
-    free(loader->shard_tokens);
+    free(loader->shard_slots);
+    free(loader->shard_order);
+    free(loader->slot_order);
     free(loader->buffer);
     free(loader->inputs);
     free(loader->targets);

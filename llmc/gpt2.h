@@ -14,6 +14,8 @@ vocab, maxT the longest sequence. A "row" is one (b, t) position: N = B*T rows.
 */
 #pragma once
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@ vocab, maxT the longest sequence. A "row" is one (b, t) position: N = B*T rows.
 #include "rand.h"
 #include "residual.h"
 #include "utils.h"
+#include <zlib.h>
 
 #define MODEL_MAGIC 20240326
 #define MODEL_VERSION 3  // llm.c's fp32 checkpoint
@@ -279,28 +282,26 @@ static void gpt2_free(GPT2 *model) {
     model->arena = NULL;
 }
 
-// Loads the parameters of an llm.c checkpoint whose config model->config came from.
-static void gpt2_load_params(GPT2 *model, const char *path) {
-    FILE *f = fopen_or_die(path, "rb");
-    long expected = 256 * (long)sizeof(int) + (long)(model->num_parameters * sizeof(float));
-    long size = file_size_or_die(f, path);
-    if (size < expected) {
-        die("%s: truncated model file (%ld bytes, this config needs %ld)", path, size, expected);
-    }
-    if (size > expected) {
-        die("%s: model file too long (%ld bytes, this config needs %ld)", path, size, expected);
-    }
-    fseek(f, 256 * sizeof(int), SEEK_SET);
+#define CHECKPOINT_CRC_MARK 0x43524332  // "CRC2" in header[8]: header[9] is the CRC32 of the tensors
+
+// The CRC32 of the 16 tensors' bytes in checkpoint order (params, or m, or v).
+static uint32_t params_crc32(const GPT2 *model, float *const *tensors) {
+    uLong crc = crc32(0L, Z_NULL, 0);
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        float *t = ((float **)&model->params)[i];
-        fread_or_die(t, sizeof(float), model->param_sizes[i], f, path);
+        const unsigned char *p = (const unsigned char *)tensors[i];
+        size_t left = model->param_sizes[i] * sizeof(float);
+        while (left > 0) {  // crc32 takes a uInt length
+            uInt n = left < (1u << 30) ? (uInt)left : (1u << 30);
+            crc = crc32(crc, p, n);
+            p += n;
+            left -= n;
+        }
     }
-    fclose(f);
+    return (uint32_t)crc;
 }
 
-// Writes an llm.c checkpoint: header then the 16 tensors in order.
-static void gpt2_write_params(const GPT2 *model, FILE *f, const char *path) {
-    int header[256] = {0};
+static void gpt2_fill_header(const GPT2 *model, int header[256]) {
+    memset(header, 0, 256 * sizeof(int));
     header[0] = MODEL_MAGIC;
     header[1] = MODEL_VERSION;
     header[2] = model->config.max_seq_len;
@@ -309,10 +310,57 @@ static void gpt2_write_params(const GPT2 *model, FILE *f, const char *path) {
     header[5] = model->config.num_heads;
     header[6] = model->config.channels;
     header[7] = model->config.padded_vocab_size;
-    fwrite_or_die(header, sizeof(int), 256, f, path);
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        fwrite_or_die(((float *const *)&model->params)[i], sizeof(float), model->param_sizes[i], f, path);
+}
+
+// Loads the parameters of an llm.c checkpoint whose config must equal
+// model->config, and checks the CRC32 when the file has one (our checkpoints).
+// Returns 0, or -1 with a one-line message in err.
+static int gpt2_try_load_params(GPT2 *model, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return -1; }
+    int header[256], expected_header[256];
+    long expected = 256 * (long)sizeof(int) + (long)(model->num_parameters * sizeof(float));
+    long size = file_size_or_die(f, path);
+    if (size < 256 * (long)sizeof(int) || fread(header, sizeof(int), 256, f) != 256) {
+        snprintf(err, errlen, "%s: truncated file (shorter than the 1024-byte model header)", path);
+        fclose(f);
+        return -1;
     }
+    gpt2_fill_header(model, expected_header);
+    int rc = -1;
+    if (header[0] != MODEL_MAGIC || header[1] != MODEL_VERSION) {
+        snprintf(err, errlen, "%s: not an llm.c fp32 model (magic %d, version %d)", path, header[0], header[1]);
+    } else if (memcmp(header + 2, expected_header + 2, 6 * sizeof(int)) != 0) {
+        snprintf(err, errlen, "%s: a model of another config (maxT=%d V=%d L=%d NH=%d C=%d Vp=%d)", path,
+                 header[2], header[3], header[4], header[5], header[6], header[7]);
+    } else if (size < expected) {
+        snprintf(err, errlen, "%s: truncated model file (%ld bytes, this config needs %ld)", path, size, expected);
+    } else if (size > expected) {
+        snprintf(err, errlen, "%s: model file too long (%ld bytes, this config needs %ld)", path, size, expected);
+    } else {
+        rc = 0;
+        for (int i = 0; i < NUM_PARAMETER_TENSORS && rc == 0; i++) {
+            float *t = ((float **)&model->params)[i];
+            if (fread(t, sizeof(float), model->param_sizes[i], f) != model->param_sizes[i]) {
+                snprintf(err, errlen, "%s: read error", path);
+                rc = -1;
+            }
+        }
+        uint32_t stored;
+        memcpy(&stored, &header[9], sizeof(stored));
+        if (rc == 0 && header[8] == CHECKPOINT_CRC_MARK &&
+            params_crc32(model, (float *const *)&model->params) != stored) {
+            snprintf(err, errlen, "%s: CRC mismatch, the file is corrupt", path);
+            rc = -1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static void gpt2_load_params(GPT2 *model, const char *path) {
+    char err[PATH_MAX + 256];
+    if (gpt2_try_load_params(model, path, err, sizeof(err)) != 0) { die("%s", err); }
 }
 
 // GPT-2's initialization, as llm.c: weights ~ N(0, 0.02), the projections back
