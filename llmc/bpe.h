@@ -128,6 +128,10 @@ typedef struct {
 // instead of GPT-2's O(n^2) loop (same result; tests lower it to compare the two).
 static size_t bpe_heap_min_bytes = 128;
 
+// bpe_encode_parallel gives each thread at least this many bytes (threads cost more
+// than they gain on less); prepare_data lowers it with small test blocks.
+static size_t bpe_parallel_min_bytes = 65536;
+
 // GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the other 68
 // bytes get code points 256, 257, ... in byte order. unicode_to_byte inverts it
 // (-1 for code points outside the alphabet).
@@ -798,7 +802,7 @@ static void bpe_encode(const BPETokenizer *t, BPECache *c, const uint8_t *text, 
 // BPECache per thread. parts must hold n_threads TokenVecs (reused between calls).
 static void bpe_encode_parallel(const BPETokenizer *t, BPECache *caches, TokenVec *parts, int n_threads,
                                 const uint8_t *text, size_t n, TokenVec *out) {
-    if (n_threads <= 1 || n < (size_t)n_threads * 65536) {
+    if (n_threads <= 1 || n < (size_t)n_threads * bpe_parallel_min_bytes) {
         bpe_encode(t, &caches[0], text, n, out);
         return;
     }
