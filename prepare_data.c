@@ -124,8 +124,8 @@ typedef struct {
     long count;          // tokens in it so far
     uint16_t buf[1 << 16];
     size_t buf_len;
-    // the finished val shard waits under its temporary name until a train token
-    // exists, so that a run with too few tokens leaves nothing behind
+    // the finished val shard keeps its temporary name until the run succeeds, so a
+    // failed run (too few tokens, full disk, ...) leaves no val shard behind
     FILE *val_done_f;
     char *val_done_path, *val_done_tmp;
     long total_tokens, val_written, train_written;
@@ -193,7 +193,6 @@ static void shard_write(ShardWriter *w, const uint32_t *tokens, size_t n) {
             if (w->val_written < w->val_tokens) {
                 shard_open(w, "val", 0);
             } else {
-                shard_commit_val(w);
                 shard_open(w, "train", w->train_shards);
             }
         }
@@ -354,11 +353,17 @@ int main(int argc, char **argv) {
     if (tok.vocab_size > 65536) {
         die("%s/encoder.json: %d tokens do not fit llm.c's uint16 shards", vocab_dir, tok.vocab_size);
     }
-    // Fail before writing anything if an input cannot be opened.
+    // Fail before writing anything if an input cannot be opened or is empty (an
+    // empty gzip file is caught after reading it).
+    // (Pipes are not opened here: a second open could lose the writer's data.)
     for (int k = 0; k < n_inputs; k++) {
         if (strcmp(inputs[k], "-") == 0) { continue; }
-        FILE *f = fopen_or_die(inputs[k], "rb");
-        fclose(f);
+        struct stat st;
+        if (stat(inputs[k], &st) != 0) { die("%s: cannot open for reading: %s", inputs[k], strerror(errno)); }
+        if (S_ISDIR(st.st_mode)) { die("%s: is a directory, not a text file", inputs[k]); }
+        if (!S_ISREG(st.st_mode)) { continue; }
+        if (st.st_size == 0) { die("%s: empty input (no text to tokenize)", inputs[k]); }
+        fclose(fopen_or_die(inputs[k], "rb"));  // readable?
     }
     make_dirs_or_die(outdir);
     atexit(remove_pending_tmp);
@@ -440,7 +445,7 @@ int main(int argc, char **argv) {
         die("only %ld tokens in the input: --val-tokens %ld leaves none for training", w->total_tokens, val_tokens);
     }
     if (w->f != NULL) { shard_close(w); }
-    shard_commit_val(w);  // (already done when train tokens exist; kept for clarity)
+    shard_commit_val(w);
 
     // A previous run with more data may have left higher-numbered shards: they would
     // be read as part of this dataset, so remove them.

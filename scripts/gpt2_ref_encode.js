@@ -63,7 +63,8 @@ function main() {
   }
   const enc = loadEncoder(rest[0], unicodeSpace);
   const bytes = fs.readFileSync(rest[1]);
-  const text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  // ignoreBOM: a leading U+FEFF is text to encode, not a byte order mark to drop
+  const text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   // the whole text in one call, as the package is meant to be used
   const ids = enc.encode(text);
   process.stdout.write(ids.join('\n') + (ids.length ? '\n' : ''));
