@@ -188,25 +188,25 @@ static void shard_close(ShardWriter *w) {
 }
 
 static void shard_write(ShardWriter *w, const uint32_t *tokens, size_t n) {
-    for (size_t i = 0; i < n; i++) {
+    const size_t buf_cap = sizeof(w->buf) / sizeof(w->buf[0]);
+    size_t i = 0;
+    while (i < n) {
         if (w->f == NULL) {
-            if (w->val_written < w->val_tokens) {
-                shard_open(w, "val", 0);
-            } else {
-                shard_open(w, "train", w->train_shards);
-            }
+            if (w->val_written < w->val_tokens) { shard_open(w, "val", 0); }
+            else { shard_open(w, "train", w->train_shards); }
         }
-        w->buf[w->buf_len++] = (uint16_t)tokens[i];
-        if (w->buf_len == sizeof(w->buf) / sizeof(w->buf[0])) { shard_flush(w); }
-        w->count++;
-        w->total_tokens++;
-        if (strcmp(w->split, "val") == 0) {
-            w->val_written++;
-            if (w->val_written == w->val_tokens) { shard_close(w); }
-        } else {
-            w->train_written++;
-            if (w->count == w->shard_tokens) { shard_close(w); }
+        int is_val = strcmp(w->split, "val") == 0;
+        long room = is_val ? w->val_tokens - w->val_written : w->shard_tokens - w->count;
+        size_t take = n - i < (size_t)room ? n - i : (size_t)room;
+        for (size_t k = 0; k < take; k++) {
+            w->buf[w->buf_len++] = (uint16_t)tokens[i + k];  // < 65536: checked at load
+            if (w->buf_len == buf_cap) { shard_flush(w); }
         }
+        i += take;
+        w->count += (long)take;
+        w->total_tokens += (long)take;
+        if (is_val) { w->val_written += (long)take; } else { w->train_written += (long)take; }
+        if ((long)take == room) { shard_close(w); }
     }
 }
 
