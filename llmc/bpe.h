@@ -590,29 +590,57 @@ static size_t bpe_last_split_point(const uint8_t *text, size_t n) {
 // merging
 
 // GPT-2's bpe(): repeatedly take the lowest-ranked adjacent pair and merge every
-// occurrence of it, left to right. Quadratic, for short pieces. ids has n entries
-// on entry; returns the new count.
+// occurrence of it, left to right. Quadratic, for short pieces. The rank of each
+// adjacent pair is kept in an array and looked up again only next to a merge. ids
+// has n entries on entry; returns the new count.
 static size_t bpe_merge_simple(const BPETokenizer *t, uint32_t *ids, size_t n) {
+    if (n < 2) { return n; }
+    uint32_t rank_stack[256], result_stack[256];
+    uint8_t merged_stack[256];
+    int on_heap = n > 256;
+    uint32_t *rank = on_heap ? malloc_or_die(n * sizeof(uint32_t), "BPE ranks") : rank_stack;
+    uint32_t *result = on_heap ? malloc_or_die(n * sizeof(uint32_t), "BPE ranks") : result_stack;
+    uint8_t *merged = on_heap ? malloc_or_die(n, "BPE ranks") : merged_stack;
+    // rank[i], result[i]: the merge of pair (i, i+1), UINT32_MAX when there is none
+    for (size_t i = 0; i + 1 < n; i++) {
+        const BPEMerge *m = bpe_find_merge(t, ids[i], ids[i + 1]);
+        rank[i] = m ? m->rank : UINT32_MAX;
+        result[i] = m ? m->result : 0;
+    }
     while (n >= 2) {
-        uint32_t best_rank = UINT32_MAX, best_left = 0, best_right = 0, best_result = 0;
-        for (size_t i = 0; i + 1 < n; i++) {
-            const BPEMerge *m = bpe_find_merge(t, ids[i], ids[i + 1]);
-            if (m != NULL && m->rank < best_rank) {
-                best_rank = m->rank; best_left = ids[i]; best_right = ids[i + 1]; best_result = m->result;
-            }
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < n; i++) {
+            if (rank[i] < rank[best]) { best = i; }
         }
-        if (best_rank == UINT32_MAX) { break; }
+        if (rank[best] == UINT32_MAX) { break; }
+        uint32_t left = ids[best], right = ids[best + 1], merged_id = result[best];
+        // Merge every occurrence of (left, right), left to right. A kept token keeps
+        // its pair's rank: the pair is unchanged unless its right neighbour merged,
+        // and those pairs are looked up again below.
         size_t out = 0;
         for (size_t i = 0; i < n;) {
-            if (i + 1 < n && ids[i] == best_left && ids[i + 1] == best_right) {
-                ids[out++] = best_result;
+            if (i + 1 < n && ids[i] == left && ids[i + 1] == right) {
+                ids[out] = merged_id;
+                merged[out++] = 1;
                 i += 2;
             } else {
-                ids[out++] = ids[i++];
+                ids[out] = ids[i];
+                rank[out] = rank[i];
+                result[out] = result[i];
+                merged[out++] = 0;
+                i++;
             }
         }
         n = out;
+        for (size_t i = 0; i + 1 < n; i++) {
+            if (merged[i] || merged[i + 1]) {
+                const BPEMerge *m = bpe_find_merge(t, ids[i], ids[i + 1]);
+                rank[i] = m ? m->rank : UINT32_MAX;
+                result[i] = m ? m->result : 0;
+            }
+        }
     }
+    if (on_heap) { free(rank); free(result); free(merged); }
     return n;
 }
 
@@ -738,6 +766,21 @@ static void bpe_cache_free(BPECache *c) {
     free(c->arena);
 }
 
+// a == b for short byte strings, without a call to memcmp (the cache's hot path)
+static inline int bpe_bytes_equal(const uint8_t *a, const uint8_t *b, size_t n) {
+    while (n >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8); memcpy(&y, b, 8);
+        if (x != y) { return 0; }
+        a += 8; b += 8; n -= 8;
+    }
+    while (n > 0) {
+        if (*a++ != *b++) { return 0; }
+        n--;
+    }
+    return 1;
+}
+
 // Merges one piece and appends its tokens. ids_scratch must hold n entries for
 // pieces too long for the cache.
 static void bpe_encode_piece(const BPETokenizer *t, BPECache *c, const uint8_t *piece, size_t n, TokenVec *out) {
@@ -754,11 +797,13 @@ static void bpe_encode_piece(const BPETokenizer *t, BPECache *c, const uint8_t *
     for (;;) {
         BPECacheSlot *s = &c->slots[slot];
         if (s->hash == 0) { break; }
-        if (s->hash == h && s->piece_len == n && memcmp(c->arena + s->offset, piece, n) == 0) {
+        if (s->hash == h && s->piece_len == n && bpe_bytes_equal(c->arena + s->offset, piece, n)) {
             const uint32_t *tokens = (const uint32_t *)(c->arena + s->offset + ((n + 3) & ~(size_t)3));
-            tokenvec_reserve(out, s->n_tokens);
-            memcpy(out->data + out->len, tokens, s->n_tokens * sizeof(uint32_t));
-            out->len += s->n_tokens;
+            size_t n_tokens = s->n_tokens;
+            tokenvec_reserve(out, n_tokens);
+            uint32_t *dst = out->data + out->len;
+            for (size_t k = 0; k < n_tokens; k++) { dst[k] = tokens[k]; }
+            out->len += n_tokens;
             return;
         }
         slot = (slot + 1) & (BPE_CACHE_SLOTS - 1);
