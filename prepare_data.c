@@ -2,7 +2,7 @@
 Text files -> llm.c training data: GPT-2 token shards and the tokenizer file.
 
     ./prepare_data --vocab DIR -i FILE [-i FILE...] -o OUTDIR --name NAME
-                   [--val-tokens N] [--shard-tokens N] [--threads N]
+                   [--val-tokens N] [--shard-tokens N] [--threads N] [--split-blank-lines]
 
 Documents: each input file is one document, and the EOT token (50256) goes before
 each document, as llm.c's data scripts put it at the start of every document. The
@@ -11,8 +11,10 @@ token stream is
 and its first N tokens (--val-tokens, default 0) go to OUTDIR/NAME_val_000000.bin,
 the rest to OUTDIR/NAME_train_000000.bin, NAME_train_000001.bin, ... of at most
 --shard-tokens tokens each (default 100,000,000, llm.c's fineweb shard size).
-(llm.c's Tiny Shakespeare script also splits the text into documents at blank
-lines; here a document is a file.)
+--split-blank-lines also ends a document after every "\n\n" (so the next one
+starts with EOT), which reproduces llm.c's dev/data/tinyshakespeare.py token
+stream: it splits the text at "\n\n" into sections, puts EOT before each, and
+encodes each section with its "\n\n" put back (except the last).
 
 Formats (llm.c's): a shard is a 256 x int32 header (magic 20240520, version 1,
 number of tokens) then the tokens as uint16. OUTDIR/gpt2_tokenizer.bin is a
@@ -25,6 +27,7 @@ output file is written as NAME.tmp, synced, and renamed only when complete; on
 any error the temporary file is removed, so no half-written file ever has a
 final name.
 */
+#define _GNU_SOURCE  // memmem
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +132,7 @@ typedef struct {
     FILE *val_done_f;
     char *val_done_path, *val_done_tmp;
     long total_tokens, val_written, train_written;
+    long documents;      // EOT tokens written
     int train_shards;
 } ShardWriter;
 
@@ -308,10 +312,11 @@ static long parse_count_or_die(const char *flag, const char *value, long min, lo
 static void usage_and_exit(void) {
     fprintf(stderr,
         "usage: ./prepare_data --vocab DIR -i FILE [-i FILE...] -o OUTDIR --name NAME\n"
-        "                      [--val-tokens N] [--shard-tokens N] [--threads N]\n"
+        "                      [--val-tokens N] [--shard-tokens N] [--threads N] [--split-blank-lines]\n"
         "Writes OUTDIR/NAME_val_000000.bin (the first N tokens, if N > 0), OUTDIR/NAME_train_%%06d.bin\n"
         "and OUTDIR/gpt2_tokenizer.bin in llm.c's formats. Each input file is a document and the\n"
-        "EOT token goes before each document. Inputs may be gzip-compressed; - reads stdin.\n");
+        "EOT token goes before each document; --split-blank-lines also ends a document after\n"
+        "every \"\\n\\n\" (llm.c's Tiny Shakespeare sections). Inputs may be gzip-compressed; - reads stdin.\n");
     exit(1);
 }
 
@@ -320,13 +325,14 @@ int main(int argc, char **argv) {
     const char **inputs = malloc_or_die((size_t)argc * sizeof(char *), "arguments");
     int n_inputs = 0;
     long val_tokens = 0, shard_tokens = 100000000, block_bytes = 4L << 20;
-    int n_threads = 1;
+    int n_threads = 1, split_blank_lines = 0;
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
 #endif
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { usage_and_exit(); }
+        if (strcmp(a, "--split-blank-lines") == 0) { split_blank_lines = 1; continue; }
         if (a[0] != '-') { die("%s: unexpected argument (inputs are given with -i)", a); }
         if (i + 1 >= argc) { die("%s: missing value", a); }
         const char *v = argv[++i];
@@ -396,10 +402,12 @@ int main(int argc, char **argv) {
     for (int k = 0; k < n_inputs; k++) {
         const char *path = inputs[k];
         gzFile gz = open_input_or_die(path);
-        size_t have = 0;
+        size_t have = 0;   // bytes in buf
+        size_t scan = 0;   // where to look for the next "\n\n" (--split-blank-lines)
         long file_bytes = 0;
         int warned = 0;
         shard_write(w, &eot, 1);
+        w->documents++;
         for (;;) {
             if (cap - have < step) {  // only when no split point was found: grow up to MAX_CARRY_BYTES
                 cap = have + step;
@@ -410,18 +418,32 @@ int main(int argc, char **argv) {
             have += got;
             file_bytes += (long)got;
             progress.bytes_read += (long)got;
-            size_t cut;
+            size_t start = 0;  // buf[0:start) is encoded
+            if (split_blank_lines) {
+                // Each "\n\n" ends a document (leftmost first, not overlapping, as
+                // Python's str.split finds them); the next one starts with EOT.
+                const uint8_t *blank;
+                while ((blank = memmem(buf + scan, have - scan, "\n\n", 2)) != NULL) {
+                    size_t end = (size_t)(blank - buf) + 2;
+                    tokens.len = 0;
+                    bpe_encode_parallel(&tok, caches, parts, n_threads, buf + start, end - start, &tokens);
+                    shard_write(w, tokens.data, tokens.len);
+                    shard_write(w, &eot, 1);
+                    w->documents++;
+                    start = scan = end;
+                }
+            }
+            size_t cut;  // encode buf[start:cut) now, keep the rest for the next block
             if (got == 0) {
                 cut = have;  // the end of the document
             } else {
-                cut = bpe_last_split_point(buf, have);
-                if (cut == 0 && have < MAX_CARRY_BYTES) { continue; }
-                if (cut == 0) {
+                cut = start + bpe_last_split_point(buf + start, have - start);
+                if (cut == start && have - start >= MAX_CARRY_BYTES) {
                     // One piece longer than MAX_CARRY_BYTES (say, a huge run of letters):
-                    // cut at a character start to keep memory bounded, and say so.
-                    cut = have;
-                    while (cut > 1 && (buf[cut - 1] & 0xC0) == 0x80) { cut--; }
-                    if (cut > 1 && buf[cut - 1] >= 0x80) { cut--; }
+                    // cut before the last character start to keep memory bounded, and say so.
+                    cut = have - 1;
+                    while (cut > start && (buf[cut] & 0xC0) == 0x80) { cut--; }
+                    if (cut == start) { cut = have; }
                     if (!warned) {
                         fprintf(stderr, "warning: %s: no piece boundary in %u MB of text before byte %ld: cut there, so "
                                 "tokens next to the cut may differ from GPT-2's\n", path, MAX_CARRY_BYTES >> 20, file_bytes);
@@ -429,11 +451,15 @@ int main(int argc, char **argv) {
                     }
                 }
             }
-            tokens.len = 0;
-            bpe_encode_parallel(&tok, caches, parts, n_threads, buf, cut, &tokens);
-            shard_write(w, tokens.data, tokens.len);
+            if (cut > start) {
+                tokens.len = 0;
+                bpe_encode_parallel(&tok, caches, parts, n_threads, buf + start, cut - start, &tokens);
+                shard_write(w, tokens.data, tokens.len);
+            }
             memmove(buf, buf + cut, have - cut);
             have -= cut;
+            // A "\n\n" can only straddle the carry's last byte and the next block's first.
+            scan = have > 0 ? have - 1 : 0;
             progress_show(&progress, w, 0);
             if (got == 0) { break; }
         }
@@ -466,8 +492,8 @@ int main(int argc, char **argv) {
         free(stale);
     }
 
-    printf("%s: %ld tokens from %d document%s: %ld val (%s_val_000000.bin), %ld train in %d shard%s (%s_train_*.bin)\n",
-           outdir, w->total_tokens, n_inputs, n_inputs == 1 ? "" : "s", w->val_written, name, w->train_written,
+    printf("%s: %ld tokens from %ld document%s: %ld val (%s_val_000000.bin), %ld train in %d shard%s (%s_train_*.bin)\n",
+           outdir, w->total_tokens, w->documents, w->documents == 1 ? "" : "s", w->val_written, name, w->train_written,
            w->train_shards, w->train_shards == 1 ? "" : "s", name);
     if (fflush(stdout) != 0) { die("stdout: write failed: %s", strerror(errno)); }
     for (int k = 0; k < n_threads; k++) { bpe_cache_free(&caches[k]); tokenvec_free(&parts[k]); }

@@ -3,6 +3,7 @@
 //
 //   node scripts/gpt2_ref_encode.js PKG_DIR [--unicode-space] FILE > ids.txt
 //   node scripts/gpt2_ref_encode.js --space-deviations
+//   node scripts/gpt2_ref_encode.js PKG_DIR --llmc-sections FILE
 //
 // PKG_DIR is the unpacked package (Encoder.js, encoder.json, vocab.bpe). FILE must be
 // valid UTF-8 (JavaScript strings cannot hold invalid bytes). Token ids are printed
@@ -17,6 +18,9 @@
 // \S become \p{White_Space} and \P{White_Space}. JavaScript's \s is not Unicode's
 // White_Space: it includes U+FEFF (ZERO WIDTH NO-BREAK SPACE) and lacks U+0085 (NEXT
 // LINE). GPT-2's Python regex and tiktoken use White_Space, as llmc/bpe.h does.
+//
+// --llmc-sections prints the token stream of llm.c's dev/data/tinyshakespeare.py
+// (EOT before each "\n\n"-separated section), to check prepare_data --split-blank-lines.
 //
 // --space-deviations prints every code point on which /\s/u and /\p{White_Space}/u
 // disagree, as "U+XXXX js-only" or "U+XXXX unicode-only".
@@ -56,17 +60,32 @@ function main() {
     return;
   }
   const unicodeSpace = args.includes('--unicode-space');
-  const rest = args.filter(a => a !== '--unicode-space');
+  const llmcSections = args.includes('--llmc-sections');
+  const rest = args.filter(a => a !== '--unicode-space' && a !== '--llmc-sections');
   if (rest.length !== 2) {
-    process.stderr.write('usage: node gpt2_ref_encode.js PKG_DIR [--unicode-space] FILE\n');
+    process.stderr.write('usage: node gpt2_ref_encode.js PKG_DIR [--unicode-space] [--llmc-sections] FILE\n');
     process.exit(2);
   }
   const enc = loadEncoder(rest[0], unicodeSpace);
   const bytes = fs.readFileSync(rest[1]);
   // ignoreBOM: a leading U+FEFF is text to encode, not a byte order mark to drop
   const text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
-  // the whole text in one call, as the package is meant to be used
-  const ids = enc.encode(text);
+  let ids;
+  if (llmcSections) {
+    // llm.c's dev/data/tinyshakespeare.py, step for step:
+    //   sections = text.split("\n\n"); for each: EOT, then encode(section + "\n\n"),
+    //   without the "\n\n" for the last section
+    const EOT = 50256;
+    const sections = text.split('\n\n');
+    ids = [];
+    sections.forEach((s, i) => {
+      ids.push(EOT);
+      for (const t of enc.encode(i !== sections.length - 1 ? s + '\n\n' : s)) ids.push(t);
+    });
+  } else {
+    // the whole text in one call, as the package is meant to be used
+    ids = enc.encode(text);
+  }
   process.stdout.write(ids.join('\n') + (ids.length ? '\n' : ''));
 }
 

@@ -57,7 +57,7 @@ fi
 ref_ids() {
     local key out
     key=$(sha256sum "$1" | cut -c1-32)
-    out=data/ref-cache/$key${2:-}.ids
+    out=data/ref-cache/$key${2:-}.ids  # ${2:-} is an option of gpt2_ref_encode.js
     if [ ! -f "$out" ]; then
         mkdir -p data/ref-cache
         locked node scripts/gpt2_ref_encode.js "$REF" ${2:-} "$1" >"$out.tmp" && mv "$out.tmp" "$out"
@@ -273,6 +273,20 @@ same prepare_shards_concatenate_to_stream "$tmp/sh.ids" "$tmp/one.ids"
 # a later run with fewer shards removes the stale ones
 prep -i "$TS" -o "$tmp/sh" --name ts --val-tokens 32768 --shard-tokens 200000 >/dev/null 2>&1
 [ "$(ls "$tmp"/sh/ts_train_*.bin | wc -l)" -eq 2 ] && pass prepare_removes_stale_shards || fail prepare_removes_stale_shards "$(ls "$tmp/sh" | tr '\n' ' ')"
+
+# --split-blank-lines: llm.c's tinyshakespeare.py token stream (EOT before each
+# "\n\n"-separated section), also when the blocks cut through every "\n\n"
+prep -i "$TS" -o "$tmp/sec" --name ts --val-tokens 32768 --split-blank-lines >/dev/null 2>&1
+{ tokens_of "$tmp/sec/ts_val_000000.bin"; tokens_of "$tmp/sec/ts_train_000000.bin"; } >"$tmp/sec.ids"
+same split_blank_lines_matches_llmc_tinyshakespeare_py "$tmp/sec.ids" "$(ref_ids "$TS" --llmc-sections)"
+[ "$(header "$tmp/sec/ts_train_000000.bin" 2)" = 305260 ] && pass split_blank_lines_305260_train_tokens \
+    || fail split_blank_lines_305260_train_tokens "got $(header "$tmp/sec/ts_train_000000.bin" 2)"
+prep -i "$TS" -o "$tmp/sec2" --name ts --val-tokens 32768 --split-blank-lines --threads 2 --block-bytes 100 >/dev/null 2>&1
+same split_blank_lines_streaming_identical "$tmp/sec2/ts_train_000000.bin" "$tmp/sec/ts_train_000000.bin"
+printf '\n\nA\n\n\nB \n\n\n\nC\n\n' >"$tmp/blank.txt"
+prep -i "$tmp/blank.txt" -o "$tmp/blank" --name b --split-blank-lines --block-bytes 3 >/dev/null 2>&1
+tokens_of "$tmp/blank/b_train_000000.bin" >"$tmp/blank.ids"
+same split_blank_lines_edge_cases "$tmp/blank.ids" "$(ref_ids "$tmp/blank.txt" --llmc-sections)"
 
 # gzip input, read transparently, and stdin
 gzip -c "$TS" >"$tmp/ts.txt.gz"
