@@ -173,6 +173,8 @@ static void shard_commit_val(ShardWriter *w) {
     if (w->val_done_f == NULL) { return; }
     commit_tmp_or_die(w->val_done_f, w->val_done_tmp, w->val_done_path);
     w->val_done_f = NULL;
+    free(w->val_done_path);
+    free(w->val_done_tmp);
 }
 
 // Completes the current shard: header, sync, rename (the val shard's rename waits).

@@ -439,6 +439,21 @@ static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode
         if (created_rank[left] >= (int32_t)m->rank || created_rank[right] >= (int32_t)m->rank) { t->merges_ordered = 0; }
     }
     if (t->n_merges == 0) { die("%s: no merges found", path); }
+    // Every token but the 256 bytes and EOT is made by a merge. One that is not
+    // could never be produced: most likely vocab.bpe lost lines (a cut-off copy
+    // still parses, and would silently give other tokens).
+    int unreachable = 0, example = -1;
+    for (int id = 0; id < t->vocab_size; id++) {
+        int is_byte = t->token_offset[id + 1] - t->token_offset[id] == 1;
+        if (created_rank[id] < 0 && !is_byte && id != t->eot_token) {
+            unreachable++;
+            if (example < 0) { example = id; }
+        }
+    }
+    if (unreachable > 0) {
+        die("%s: %d tokens of encoder.json (e.g. id %d) are made by no merge: is vocab.bpe cut off? (%d merges read)",
+            path, unreachable, example, t->n_merges);
+    }
     free(created_rank);
     free(text);
 }

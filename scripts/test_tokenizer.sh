@@ -332,6 +332,8 @@ bad_vocab vocab_bpe_three_fields 'vocab.bpe: line 101: expected a merge of two t
 bad_vocab vocab_bpe_unknown_token 'vocab.bpe: line 101: token "qqqqqqqqqq" is not in encoder.json'
 { head -n 100 "$VOCAB/vocab.bpe"; sed -n 2p "$VOCAB/vocab.bpe"; } >"$bad/vocab.bpe"
 bad_vocab vocab_bpe_duplicate_merge 'vocab.bpe: line 101: duplicate merge'
+head -n 40000 "$VOCAB/vocab.bpe" >"$bad/vocab.bpe"
+bad_vocab vocab_bpe_cut_off_at_a_line 'vocab.bpe: 10001 tokens of encoder.json \(e.g. id 40255\) are made by no merge: is vocab.bpe cut off\? \(39999 merges read\)'
 printf '#version: 0.2\n' >"$bad/vocab.bpe"
 bad_vocab vocab_bpe_no_merges 'vocab.bpe: no merges found'
 expect_error tokenize_bad_vocab_too 1 'vocab.bpe: no merges found' ./tokenize --vocab "$bad" "$TS"
