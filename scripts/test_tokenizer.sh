@@ -251,6 +251,18 @@ if cmp -s "$tmp/one/ts_train_000000.bin" "$tmp/many/ts_train_000000.bin" && cmp 
 else
     fail prepare_streaming_and_threads_identical "shards differ between --threads 1 (one block) and --threads 2 --block-bytes 4096"
 fi
+# tiny blocks put a cut at nearly every split point: a wrong split point rule (say, between
+# an apostrophe and a letter) changes the tokens
+for b in 5 7 13; do
+    prep -i "$tmp/stress.txt" -i "$TS" -o "$tmp/tiny$b" --name t --threads 2 --block-bytes $b >/dev/null 2>&1
+done
+prep -i "$tmp/stress.txt" -i "$TS" -o "$tmp/tiny_whole" --name t --threads 1 --block-bytes 1073741824 >/dev/null 2>&1
+if cmp -s "$tmp/tiny5/t_train_000000.bin" "$tmp/tiny_whole/t_train_000000.bin" && cmp -s "$tmp/tiny7/t_train_000000.bin" "$tmp/tiny_whole/t_train_000000.bin" \
+    && cmp -s "$tmp/tiny13/t_train_000000.bin" "$tmp/tiny_whole/t_train_000000.bin"; then
+    pass prepare_tiny_blocks_identical
+else
+    fail prepare_tiny_blocks_identical "shards with --block-bytes 5/7/13 differ from one block"
+fi
 # the same on text that is mostly invalid UTF-8 and on the stress text (with 2 documents)
 prep -i "$tmp/random.bin" -i "$tmp/stress.txt" -o "$tmp/r1" --name r --threads 1 --block-bytes 1073741824 >/dev/null 2>&1
 prep -i "$tmp/random.bin" -i "$tmp/stress.txt" -o "$tmp/r2" --name r --threads 2 --block-bytes 1000 >/dev/null 2>&1
