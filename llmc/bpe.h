@@ -84,14 +84,16 @@ static inline uint64_t bpe_hash_bytes(const uint8_t *p, size_t n) {
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
         h ^= h >> 29;
         p += 8; n -= 8;
     }
+    // the tail assembled in a register: a variable-length memcpy into a stack word
+    // would stall the load that follows it
     uint64_t w = 0;
-    memcpy(&w, p, n);
-    h = (h ^ w) * 0x100000001b3ULL;
-    return bpe_mix64(h);
+    for (size_t k = 0; k < n; k++) { w |= (uint64_t)p[k] << (8 * k); }
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 31);
 }
 
 // ----------------------------------------------------------------------------
@@ -745,15 +747,14 @@ static size_t bpe_merge_heap(const BPETokenizer *t, uint32_t *ids, size_t n) {
 // ----------------------------------------------------------------------------
 // per-thread cache of piece -> tokens (most pieces of real text are repeated words)
 
-#define BPE_CACHE_SLOTS (1u << 16)
+#define BPE_CACHE_SLOTS (1u << 15)          // 8 bytes each: 256 KB, most of it stays in L2
 #define BPE_CACHE_MAX_PIECE 64              // longer pieces are not cached
 #define BPE_CACHE_ARENA_BYTES (4u << 20)
 
 typedef struct {
-    uint64_t hash;       // 0 = empty
-    uint32_t offset;     // in the arena: the piece's bytes, then its tokens (4-byte aligned)
-    uint8_t piece_len;
-    uint8_t n_tokens;
+    uint32_t tag;        // upper hash bits, 0 = empty
+    uint32_t offset;     // in the arena: piece length, token count, 2 spare bytes, the
+                         // piece's bytes padded to 4, then its tokens
 } BPECacheSlot;
 
 typedef struct {
@@ -807,19 +808,23 @@ static void bpe_encode_piece(const BPETokenizer *t, BPECache *c, const uint8_t *
         out->len += (n >= bpe_heap_min_bytes && t->merges_ordered) ? bpe_merge_heap(t, ids, n) : bpe_merge_simple(t, ids, n);
         return;
     }
-    uint64_t h = bpe_hash_bytes(piece, n) | 1;  // never 0, the empty mark
+    uint64_t h = bpe_hash_bytes(piece, n);
+    uint32_t tag = (uint32_t)(h >> 32) | 1;  // never 0, the empty mark
     size_t slot = h & (BPE_CACHE_SLOTS - 1);
     for (;;) {
-        BPECacheSlot *s = &c->slots[slot];
-        if (s->hash == 0) { break; }
-        if (s->hash == h && s->piece_len == n && bpe_bytes_equal(c->arena + s->offset, piece, n)) {
-            const uint32_t *tokens = (const uint32_t *)(c->arena + s->offset + ((n + 3) & ~(size_t)3));
-            size_t n_tokens = s->n_tokens;
-            tokenvec_reserve(out, n_tokens);
-            uint32_t *dst = out->data + out->len;
-            for (size_t k = 0; k < n_tokens; k++) { dst[k] = tokens[k]; }
-            out->len += n_tokens;
-            return;
+        const BPECacheSlot *s = &c->slots[slot];
+        if (s->tag == 0) { break; }
+        if (s->tag == tag) {
+            const uint8_t *entry = c->arena + s->offset;
+            if (entry[0] == n && bpe_bytes_equal(entry + 4, piece, n)) {
+                const uint32_t *tokens = (const uint32_t *)(entry + 4 + ((n + 3) & ~(size_t)3));
+                size_t n_tokens = entry[1];
+                tokenvec_reserve(out, n_tokens);
+                uint32_t *dst = out->data + out->len;
+                for (size_t k = 0; k < n_tokens; k++) { dst[k] = tokens[k]; }
+                out->len += n_tokens;
+                return;
+            }
         }
         slot = (slot + 1) & (BPE_CACHE_SLOTS - 1);
     }
@@ -831,18 +836,18 @@ static void bpe_encode_piece(const BPETokenizer *t, BPECache *c, const uint8_t *
     out->len += n_tokens;
     // Remember it. A full cache is emptied: memory stays bounded and real text
     // refills the common words at once.
-    size_t need = ((n + 3) & ~(size_t)3) + n_tokens * sizeof(uint32_t);
+    size_t need = 4 + ((n + 3) & ~(size_t)3) + n_tokens * sizeof(uint32_t);
     if (c->arena_used + need > BPE_CACHE_ARENA_BYTES || c->n_used >= BPE_CACHE_SLOTS / 2) {
         bpe_cache_clear(c);
         slot = h & (BPE_CACHE_SLOTS - 1);
     }
-    BPECacheSlot *s = &c->slots[slot];
-    s->hash = h;
-    s->offset = (uint32_t)c->arena_used;
-    s->piece_len = (uint8_t)n;
-    s->n_tokens = (uint8_t)n_tokens;
-    memcpy(c->arena + c->arena_used, piece, n);
-    memcpy(c->arena + c->arena_used + ((n + 3) & ~(size_t)3), ids, n_tokens * sizeof(uint32_t));
+    uint8_t *entry = c->arena + c->arena_used;
+    entry[0] = (uint8_t)n;
+    entry[1] = (uint8_t)n_tokens;
+    entry[2] = entry[3] = 0;
+    memcpy(entry + 4, piece, n);
+    memcpy(entry + 4 + ((n + 3) & ~(size_t)3), ids, n_tokens * sizeof(uint32_t));
+    c->slots[slot] = (BPECacheSlot){ .tag = tag, .offset = (uint32_t)c->arena_used };
     c->arena_used += need;
     c->n_used++;
 }
