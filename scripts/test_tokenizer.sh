@@ -396,7 +396,7 @@ expect_error missing_name 1 '^error: --name NAME is required' prep -i "$TS" -o "
 expect_error bad_val_tokens 1 '^error: --val-tokens: expected an integer' prep -i "$TS" -o "$tmp/x" --name x --val-tokens lots
 
 # output directory that cannot be written: a read-only file system if we may mount
-# one, else a directory without write permission (only binding for non-root)
+# one, else a directory without write permission (only binding for non-root), else /sys
 touch "$tmp/a_file"
 expect_error output_dir_under_a_file 1 'a_file/out: cannot create directory: Not a directory' prep -i "$TS" -o "$tmp/a_file/out" --name x
 mkdir -p "$tmp/ro"
@@ -409,7 +409,8 @@ elif [ "$(id -u)" != 0 ]; then
     expect_error unwritable_output_dir_no_permission 1 'ro/.*: Permission denied' prep -i "$TS" -o "$tmp/ro" --name x
     no_shards unwritable_output_dir_leaves_nothing "$tmp/ro"
 else
-    fail unwritable_output_dir "root without permission to mount a read-only tmpfs: cannot make an unwritable directory"
+    # root without mount rights: sysfs is a directory nobody may create files in
+    expect_error unwritable_output_dir_sysfs 1 '^error: /sys/gpt2_tokenizer.bin.tmp: cannot create: Permission denied' prep -i "$TS" -o /sys --name x
 fi
 
 # full disk: a 600 KB tmpfs holds the tokenizer file (372 KB) and the val shard (66 KB)
