@@ -892,8 +892,15 @@ static void bpe_encode_parallel(const BPETokenizer *t, BPECache *caches, TokenVe
     #pragma omp parallel for num_threads(n_threads) schedule(static, 1)
 #endif
     for (int k = 0; k < n_threads; k++) {
-        parts[k].len = 0;
-        if (cut[k] < cut[k + 1]) { bpe_encode(t, &caches[k], text + cut[k], cut[k + 1] - cut[k], &parts[k]); }
+        // Work on copies on this thread's stack: parts[] and caches[] are arrays, and
+        // neighbours writing their length counters into one cache line would make the
+        // threads take turns for it.
+        TokenVec part = parts[k];
+        BPECache cache = caches[k];
+        part.len = 0;
+        if (cut[k] < cut[k + 1]) { bpe_encode(t, &cache, text + cut[k], cut[k + 1] - cut[k], &part); }
+        parts[k] = part;
+        caches[k] = cache;
     }
     for (int k = 0; k < n_threads; k++) {
         tokenvec_reserve(out, parts[k].len);
