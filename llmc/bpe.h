@@ -805,8 +805,9 @@ static inline int bpe_bytes_equal(const uint8_t *a, const uint8_t *b, size_t n) 
     return 1;
 }
 
-// Merges one piece and appends its tokens. ids_scratch must hold n entries for
-// pieces too long for the cache.
+// Merges one piece and appends its tokens: from the cache when it has the piece,
+// else merged and remembered. Pieces too long for the cache are merged in place at
+// the end of out.
 static void bpe_encode_piece(const BPETokenizer *t, BPECache *c, const uint8_t *piece, size_t n, TokenVec *out) {
     if (n == 1) { tokenvec_push(out, t->byte_token[piece[0]]); return; }
     if (n > BPE_CACHE_MAX_PIECE) {
