@@ -336,6 +336,19 @@ same prepare_gzip_input "$tmp/gz/ts_train_000000.bin" "$tmp/one/ts_train_000000.
 prep -i - -o "$tmp/stdin" --name ts --val-tokens 32768 <"$TS" >/dev/null 2>&1
 same prepare_stdin_input "$tmp/stdin/ts_train_000000.bin" "$tmp/one/ts_train_000000.bin"
 
+# memory stays bounded: 100 MB streamed through a 300 MB address-space limit (the
+# same limit stops ./tokenize, which holds a whole file and its tokens in memory)
+for _ in $(seq 90); do cat "$TS"; done >"$tmp/ts90.txt"
+if bash -c 'ulimit -v 300000; exec "$@"' sh ./prepare_data --vocab "$VOCAB" -i - -o "$tmp/bounded" --name b --threads 2 \
+        <"$tmp/ts90.txt" >"$tmp/bounded.log" 2>&1 \
+    && [ "$(header "$tmp/bounded/b_train_000000.bin" 2)" = $((90 * 338025 + 1)) ]; then
+    pass prepare_streams_100MB_in_300MB_address_space
+else
+    fail prepare_streams_100MB_in_300MB_address_space "$(tail -n 1 "$tmp/bounded.log")"
+fi
+expect_error tokenize_whole_file_hits_that_limit 1 'out of memory' bash -c 'ulimit -v 300000; exec "$@"' sh ./tokenize --vocab "$VOCAB" "$tmp/ts90.txt"
+rm -rf "$tmp/ts90.txt" "$tmp/bounded"
+
 # ---------------------------------------------------------------- bad input
 # no_shards NAME DIR: after a failure, no shard and no temporary file is left in DIR
 no_shards() {
