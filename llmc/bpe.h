@@ -80,13 +80,6 @@ static void tokenvec_free(TokenVec *v) {
 // ----------------------------------------------------------------------------
 // hashing
 
-static inline uint64_t bpe_mix64(uint64_t x) {
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
 static inline uint64_t bpe_hash_bytes(const uint8_t *p, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
     while (n >= 8) {
@@ -107,11 +100,15 @@ static inline uint64_t bpe_hash_bytes(const uint8_t *p, size_t n) {
 // ----------------------------------------------------------------------------
 // the vocabulary
 
+// A merge of two adjacent tokens: its rank (line number among the merges, lower
+// merges first; UINT32_MAX when the pair does not merge) and the token it makes.
 typedef struct {
-    uint64_t key;     // (left << 32) | right, UINT64_MAX when the slot is empty
-    uint32_t rank;    // line number among the merges: lower merges first
-    uint32_t result;  // token id of left+right
+    uint32_t rank;
+    uint32_t result;
 } BPEMerge;
+
+#define BPE_NO_MERGE UINT32_MAX
+#define BPE_MAX_VOCAB 65535  // token pairs are packed into 32 bits: (left << 16) | right
 
 typedef struct {
     int vocab_size;
@@ -123,9 +120,12 @@ typedef struct {
     // bytes -> id, to resolve the tokens named in vocab.bpe
     uint32_t *lookup;          // open addressing, UINT32_MAX = empty
     size_t lookup_mask;
-    // (left, right) -> (rank, result)
-    BPEMerge *merges;
-    size_t merges_mask;
+    // (left, right) -> rank: 8-byte slots (pair << 32 | rank, UINT64_MAX = empty) in
+    // a table of 1 MB for GPT-2, small enough to stay in the L3 cache
+    uint64_t *merge_slots;
+    int merge_shift;           // 64 - log2(number of slots)
+    uint32_t *merge_result;    // rank -> the token the merge makes
+    uint32_t *merge_pair;      // rank -> (left << 16) | right
     int n_merges;
     // True when every merge comes after all merges that create its two parts (GPT-2's
     // vocab.bpe does). Then merging pairs in (rank, position) order with a heap gives
@@ -183,14 +183,20 @@ static int bpe_token_of_bytes(const BPETokenizer *t, const uint8_t *bytes, size_
     return id == UINT32_MAX ? -1 : (int)id;
 }
 
-static inline const BPEMerge *bpe_find_merge(const BPETokenizer *t, uint32_t left, uint32_t right) {
-    uint64_t key = ((uint64_t)left << 32) | right;
-    size_t slot = bpe_mix64(key) & t->merges_mask;
-    for (;;) {
-        const BPEMerge *m = &t->merges[slot];
-        if (m->key == key) { return m; }
-        if (m->key == UINT64_MAX) { return NULL; }
-        slot = (slot + 1) & t->merges_mask;
+static inline size_t bpe_merge_slot(const BPETokenizer *t, uint32_t pair) {
+    return (size_t)(((uint64_t)pair * 0x9E3779B97F4A7C15ULL) >> t->merge_shift);  // Fibonacci hashing
+}
+
+static inline BPEMerge bpe_find_merge(const BPETokenizer *t, uint32_t left, uint32_t right) {
+    uint32_t pair = (left << 16) | right;
+    size_t mask = ((size_t)1 << (64 - t->merge_shift)) - 1;
+    for (size_t slot = bpe_merge_slot(t, pair);; slot = (slot + 1) & mask) {
+        uint64_t entry = t->merge_slots[slot];
+        if ((uint32_t)(entry >> 32) == pair) {
+            uint32_t rank = (uint32_t)entry;
+            return (BPEMerge){ rank, t->merge_result[rank] };
+        }
+        if (entry == UINT64_MAX) { return (BPEMerge){ BPE_NO_MERGE, 0 }; }
     }
 }
 
@@ -310,6 +316,7 @@ static void bpe_load_encoder(BPETokenizer *t, const char *path, const int unicod
     start[n] = (uint32_t)bytes_len;
     free(json);
 
+    if (n > BPE_MAX_VOCAB) { die("%s: %zu tokens: at most %d are supported", path, n, BPE_MAX_VOCAB); }
     // Place tokens by id; every id in 0 .. n-1 exactly once.
     t->vocab_size = (int)n;
     uint32_t *len_by_id = calloc(n, sizeof(uint32_t));
@@ -363,11 +370,16 @@ static void bpe_load_encoder(BPETokenizer *t, const char *path, const int unicod
 static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode_to_byte[512]) {
     size_t size;
     char *text = bpe_read_file(path, &size);
-    size_t slots = 1;
-    while (slots < 2 * (size / 4 + 16)) { slots *= 2; }  // a merge line has at least 4 bytes
-    t->merges = malloc_or_die(slots * sizeof(BPEMerge), "merge table");
-    for (size_t s = 0; s < slots; s++) { t->merges[s].key = UINT64_MAX; }
-    t->merges_mask = slots - 1;
+    // Each token pair merges at most once and there are fewer than 2^32 pairs; a
+    // merge line has at least 4 bytes, so size/4 bounds the count.
+    size_t max_merges = size / 4 + 16, slots = 1;
+    int log2_slots = 0;
+    while (slots < 2 * max_merges) { slots *= 2; log2_slots++; }
+    t->merge_slots = malloc_or_die(slots * sizeof(uint64_t), "merge table");
+    memset(t->merge_slots, 0xFF, slots * sizeof(uint64_t));
+    t->merge_shift = 64 - log2_slots;
+    t->merge_result = malloc_or_die(max_merges * sizeof(uint32_t), "merge table");
+    t->merge_pair = malloc_or_die(max_merges * sizeof(uint32_t), "merge table");
     t->n_merges = 0;
     // the highest rank of a merge that creates each token, -1 if none
     int32_t *created_rank = malloc_or_die((size_t)t->vocab_size * sizeof(int32_t), "merge ranks");
@@ -429,24 +441,26 @@ static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode
         memcpy(joined + part_len[0], part[1], part_len[1]);
         int result = bpe_token_of_bytes(t, joined, part_len[0] + part_len[1]);
         if (result < 0) { die("%s: line %zu: the merged token is not in encoder.json", path, line_no); }
-        uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
-        size_t slot = bpe_mix64(key) & t->merges_mask;
-        while (t->merges[slot].key != UINT64_MAX) {
-            if (t->merges[slot].key == key) { die("%s: line %zu: duplicate merge (first given at rank %u)", path, line_no, t->merges[slot].rank); }
-            slot = (slot + 1) & t->merges_mask;
+        uint32_t pair = ((uint32_t)left << 16) | (uint32_t)right;
+        size_t slot = bpe_merge_slot(t, pair);
+        while (t->merge_slots[slot] != UINT64_MAX) {
+            if ((uint32_t)(t->merge_slots[slot] >> 32) == pair) {
+                die("%s: line %zu: duplicate merge (first given at rank %u)", path, line_no, (uint32_t)t->merge_slots[slot]);
+            }
+            slot = (slot + 1) & (slots - 1);
         }
         int rank = t->n_merges++;
-        t->merges[slot] = (BPEMerge){ .key = key, .rank = (uint32_t)rank, .result = (uint32_t)result };
+        t->merge_slots[slot] = ((uint64_t)pair << 32) | (uint32_t)rank;
+        t->merge_result[rank] = (uint32_t)result;
+        t->merge_pair[rank] = pair;
         if (created_rank[left] >= rank || created_rank[right] >= rank) { t->merges_ordered = 0; }
         if (created_rank[result] < rank) { created_rank[result] = rank; }
     }
     // a merge that creates a token already used by an earlier merge also breaks the order
     // (checked above only for merges that come later); recheck globally
-    for (size_t s = 0; s < slots && t->merges_ordered; s++) {
-        const BPEMerge *m = &t->merges[s];
-        if (m->key == UINT64_MAX) { continue; }
-        uint32_t left = (uint32_t)(m->key >> 32), right = (uint32_t)m->key;
-        if (created_rank[left] >= (int32_t)m->rank || created_rank[right] >= (int32_t)m->rank) { t->merges_ordered = 0; }
+    for (int rank = 0; rank < t->n_merges && t->merges_ordered; rank++) {
+        uint32_t left = t->merge_pair[rank] >> 16, right = t->merge_pair[rank] & 0xFFFF;
+        if (created_rank[left] >= rank || created_rank[right] >= rank) { t->merges_ordered = 0; }
     }
     if (t->n_merges == 0) { die("%s: no merges found", path); }
     // Every token but the 256 bytes and EOT is made by a merge. One that is not
@@ -487,7 +501,9 @@ static void bpe_free(BPETokenizer *t) {
     free(t->token_bytes);
     free(t->token_offset);
     free(t->lookup);
-    free(t->merges);
+    free(t->merge_slots);
+    free(t->merge_result);
+    free(t->merge_pair);
     memset(t, 0, sizeof(*t));
 }
 
@@ -628,16 +644,16 @@ static size_t bpe_merge_simple(const BPETokenizer *t, uint32_t *ids, size_t n) {
     uint8_t *merged = on_heap ? malloc_or_die(n, "BPE ranks") : merged_stack;
     // rank[i], result[i]: the merge of pair (i, i+1), UINT32_MAX when there is none
     for (size_t i = 0; i + 1 < n; i++) {
-        const BPEMerge *m = bpe_find_merge(t, ids[i], ids[i + 1]);
-        rank[i] = m ? m->rank : UINT32_MAX;
-        result[i] = m ? m->result : 0;
+        BPEMerge m = bpe_find_merge(t, ids[i], ids[i + 1]);
+        rank[i] = m.rank;
+        result[i] = m.result;
     }
     while (n >= 2) {
         size_t best = 0;
         for (size_t i = 1; i + 1 < n; i++) {
             if (rank[i] < rank[best]) { best = i; }
         }
-        if (rank[best] == UINT32_MAX) { break; }
+        if (rank[best] == BPE_NO_MERGE) { break; }
         uint32_t left = ids[best], right = ids[best + 1], merged_id = result[best];
         // Merge every occurrence of (left, right), left to right. A kept token keeps
         // its pair's rank: the pair is unchanged unless its right neighbour merged,
@@ -659,9 +675,9 @@ static size_t bpe_merge_simple(const BPETokenizer *t, uint32_t *ids, size_t n) {
         n = out;
         for (size_t i = 0; i + 1 < n; i++) {
             if (merged[i] || merged[i + 1]) {
-                const BPEMerge *m = bpe_find_merge(t, ids[i], ids[i + 1]);
-                rank[i] = m ? m->rank : UINT32_MAX;
-                result[i] = m ? m->result : 0;
+                BPEMerge m = bpe_find_merge(t, ids[i], ids[i + 1]);
+                rank[i] = m.rank;
+                result[i] = m.result;
             }
         }
     }
@@ -722,26 +738,26 @@ static size_t bpe_merge_heap(const BPETokenizer *t, uint32_t *ids, size_t n) {
         prev[i] = (int32_t)i - 1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        const BPEMerge *m = bpe_find_merge(t, ids[i], ids[i + 1]);
-        if (m) { bpe_heap_push(heap, &heap_n, (BPEHeapEntry){ m->rank, (uint32_t)i, ids[i], ids[i + 1] }); }
+        BPEMerge m = bpe_find_merge(t, ids[i], ids[i + 1]);
+        if (m.rank != BPE_NO_MERGE) { bpe_heap_push(heap, &heap_n, (BPEHeapEntry){ m.rank, (uint32_t)i, ids[i], ids[i + 1] }); }
     }
     const uint32_t DEAD = UINT32_MAX;
     while (heap_n > 0) {
         BPEHeapEntry e = bpe_heap_pop(heap, &heap_n);
         int32_t right = next[e.pos];
         if (ids[e.pos] != e.left || right < 0 || ids[right] != e.right) { continue; }
-        ids[e.pos] = bpe_find_merge(t, e.left, e.right)->result;
+        ids[e.pos] = t->merge_result[e.rank];
         ids[right] = DEAD;
         next[e.pos] = next[right];
         if (next[right] >= 0) { prev[next[right]] = (int32_t)e.pos; }
         int32_t before = prev[e.pos], after = next[e.pos];
         if (before >= 0) {
-            const BPEMerge *m = bpe_find_merge(t, ids[before], ids[e.pos]);
-            if (m) { bpe_heap_push(heap, &heap_n, (BPEHeapEntry){ m->rank, (uint32_t)before, ids[before], ids[e.pos] }); }
+            BPEMerge m = bpe_find_merge(t, ids[before], ids[e.pos]);
+            if (m.rank != BPE_NO_MERGE) { bpe_heap_push(heap, &heap_n, (BPEHeapEntry){ m.rank, (uint32_t)before, ids[before], ids[e.pos] }); }
         }
         if (after >= 0) {
-            const BPEMerge *m = bpe_find_merge(t, ids[e.pos], ids[after]);
-            if (m) { bpe_heap_push(heap, &heap_n, (BPEHeapEntry){ m->rank, e.pos, ids[e.pos], ids[after] }); }
+            BPEMerge m = bpe_find_merge(t, ids[e.pos], ids[after]);
+            if (m.rank != BPE_NO_MERGE) { bpe_heap_push(heap, &heap_n, (BPEHeapEntry){ m.rank, e.pos, ids[e.pos], ids[after] }); }
         }
     }
     size_t out = 0;
