@@ -494,9 +494,10 @@ int main(int argc, char **argv) {
         free(stale);
     }
 
-    printf("%s: %ld tokens from %ld document%s: %ld val (%s_val_000000.bin), %ld train in %d shard%s (%s_train_*.bin)\n",
-           outdir, w->total_tokens, w->documents, w->documents == 1 ? "" : "s", w->val_written, name, w->train_written,
-           w->train_shards, w->train_shards == 1 ? "" : "s", name);
+    printf("%s: %ld tokens from %ld document%s: ", outdir, w->total_tokens, w->documents, w->documents == 1 ? "" : "s");
+    if (w->val_written > 0) { printf("%ld val (%s_val_000000.bin), ", w->val_written, name); }
+    printf("%ld train in %d shard%s (%s_train_*.bin)\n", w->train_written, w->train_shards,
+           w->train_shards == 1 ? "" : "s", name);
     if (fflush(stdout) != 0) { die("stdout: write failed: %s", strerror(errno)); }
     for (int k = 0; k < n_threads; k++) { bpe_cache_free(&caches[k]); tokenvec_free(&parts[k]); }
     free(caches); free(parts); free(buf); free(w); free(inputs);
