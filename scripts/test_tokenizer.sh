@@ -329,6 +329,16 @@ prep -i "$tmp/blank.txt" -o "$tmp/blank" --name b --split-blank-lines --block-by
 tokens_of "$tmp/blank/b_train_000000.bin" >"$tmp/blank.ids"
 same split_blank_lines_edge_cases "$tmp/blank.ids" "$(ref_ids "$tmp/blank.txt" --llmc-sections)"
 
+# progress on a terminal (script(1) provides one): bytes, tokens and MB/s; none in a pipe
+if command -v script >/dev/null; then
+    script -qec "./prepare_data --vocab '$VOCAB' -i '$TS' -o '$tmp/tty' --name t" /dev/null </dev/null >"$tmp/tty.log" 2>&1
+    if grep -aqE '1\.1 MB read, 338026 tokens, [0-9.]+ MB/s' "$tmp/tty.log" && ! grep -q 'MB read' "$tmp/prep.log"; then
+        pass progress_on_terminal_only
+    else
+        fail progress_on_terminal_only "terminal: $(tr '\r\n' '||' <"$tmp/tty.log" | head -c 200); pipe: $(head -c 100 "$tmp/prep.log")"
+    fi
+fi
+
 # gzip input, read transparently, and stdin
 gzip -c "$TS" >"$tmp/ts.txt.gz"
 prep -i "$tmp/ts.txt.gz" -o "$tmp/gz" --name ts --val-tokens 32768 >/dev/null 2>&1
