@@ -30,7 +30,7 @@ endif
 PROGRAMS = train_gpt2 test_gpt2
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test clean
+.PHONY: all test clean data bench-tokenizer
 
 all: $(PROGRAMS)
 
@@ -40,9 +40,27 @@ train_gpt2: train_gpt2.c $(HEADERS)
 test_gpt2: test_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
+# The data pipeline: GPT-2 BPE encoder (llmc/bpe.h) and the llm.c dataset writer.
+TOOLS = tokenize prepare_data
+
+tokenize: tokenize.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+prepare_data: prepare_data.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# Tiny Shakespeare and the GPT-2 vocabulary in data/ (see scripts/setup_data.sh for
+# TINYSHAKESPEARE_TXT and GPT2_VOCAB_DIR).
+data: prepare_data
+	bash scripts/setup_data.sh
+
+# Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
+bench-tokenizer: tokenize
+	bash scripts/bench_tokenizer.sh
+
 test: all
 	bash scripts/run_tests.sh
 
 clean:
-	rm -f $(PROGRAMS)
+	rm -f $(PROGRAMS) $(TOOLS)
 	rm -rf build
