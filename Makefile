@@ -32,7 +32,7 @@ HEADERS = $(wildcard llmc/*.h)
 
 .PHONY: all test clean data bench-tokenizer
 
-all: $(PROGRAMS)
+all: $(PROGRAMS) $(TOOLS)
 
 train_gpt2: train_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

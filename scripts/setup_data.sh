@@ -4,7 +4,8 @@
 #   data/tinyshakespeare/tiny_shakespeare_val_000000.bin      first 32,768 tokens
 #   data/tinyshakespeare/tiny_shakespeare_train_000000.bin    the rest
 #   data/tinyshakespeare/gpt2_tokenizer.bin                   for decoding samples
-# The whole file is one document: EOT, then its 338,025 tokens.
+# Documents as llm.c's tinyshakespeare.py makes them: each blank-line-separated
+# section, EOT before each (--split-blank-lines), so the shards equal llm.c's.
 #
 # Inputs, from the environment when set:
 #   TINYSHAKESPEARE_TXT   path of Tiny Shakespeare's input.txt (else it is downloaded
@@ -70,4 +71,5 @@ fi
 check_sha256 "$text" "$TINYSHAKESPEARE_SHA256"
 
 [ -x ./prepare_data ] || make prepare_data
-./prepare_data --vocab data/gpt2 -i "$text" -o data/tinyshakespeare --name tiny_shakespeare --val-tokens 32768
+./prepare_data --vocab data/gpt2 -i "$text" -o data/tinyshakespeare --name tiny_shakespeare --val-tokens 32768 \
+    --split-blank-lines
