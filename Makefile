@@ -30,7 +30,7 @@ endif
 PROGRAMS = train_gpt2 test_gpt2
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test clean data bench-tokenizer
+.PHONY: all test clean data bench-tokenizer setup train
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -57,6 +57,16 @@ data: prepare_data
 # Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
 bench-tokenizer: tokenize
 	bash scripts/bench_tokenizer.sh
+
+# A fresh machine: packages, build, data (scripts/setup.sh).
+setup:
+	bash scripts/setup.sh
+
+# The main job: a short real training run of GPT-2 d6 on Tiny Shakespeare.
+train: train_gpt2
+	./train_gpt2 -e d6 -b 8 -t 128 -x 300 -u 30 -l 1e-3 -q 0.1 -c 0.1 -v 50 -m 10 -s 100 -g 128 \
+		-n 100 --keep 2 -o log_d6
+	scripts/plot_loss log_d6/main.log
 
 test: all
 	bash scripts/run_tests.sh

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for this project, in one command (make setup):
+# the Debian packages, the build, then the Tiny Shakespeare tokens and the GPT-2
+# vocabulary in data/ (scripts/setup_data.sh: TINYSHAKESPEARE_TXT and
+# GPT2_VOCAB_DIR point at local copies; otherwise they are downloaded).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# build-essential, zlib: the programs. python3-torch, python3-numpy: the PyTorch
+# reference. python3-regex, unicode-data, nodejs, npm: the tokenizer's references
+# and table check. libopenblas-dev: the yardstick of dev/cpu. gnuplot-nox: loss
+# plots. linux-perf: make profile. curl: downloads when no local copy is given.
+PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
+          libopenblas-dev gnuplot-nox linux-perf curl"
+command -v node > /dev/null || PACKAGES="$PACKAGES nodejs"
+command -v npm > /dev/null || PACKAGES="$PACKAGES npm"
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "installing:$missing"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing
+fi
+
+make -j"$(nproc)" all
+bash scripts/setup_data.sh
