@@ -58,6 +58,7 @@ typedef struct {
     int shuffle;                  // --shuffle
     int max_skips;                // --max-skips
     uint64_t seed;                // --seed
+    int profile;                  // --profile
 } TrainArgs;
 
 static void print_usage(FILE *out) {
@@ -93,6 +94,7 @@ static void print_usage(FILE *out) {
         "  -n N        checkpoint every N steps and at the end (needs -o), 0 = never   default 0\n"
         "  --keep K    keep the newest K checkpoints, 0 = all   default 0\n"
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
+        "  --profile 0|1   print where the time of each step goes, kernel by kernel   default 0\n"
         "  -h          this help\n"
         "Threads: OMP_NUM_THREADS (default: all cores).\n");
 }
@@ -175,6 +177,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--keep") == 0) { a->keep = (int)parse_long(flag, val, 0, INT_MAX); }
         else if (strcmp(flag, "-y") == 0) { a->resume = (int)parse_long(flag, val, 0, 1); }
         else if (strcmp(flag, "--shuffle") == 0) { a->shuffle = (int)parse_long(flag, val, 0, 1); }
+        else if (strcmp(flag, "--profile") == 0) { a->profile = (int)parse_long(flag, val, 0, 1); }
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else { usage_error(flag, "unknown flag"); }
@@ -344,6 +347,19 @@ static int resume_from(const char *dir, GPT2 *model, TrainState *state) {
     return 0;
 }
 
+// The time of one step by kernel and pass, and how it adds up.
+static void print_profile(const Profile *p, double step_ms) {
+    printf("  %-22s %10s %10s %10s %7s\n", "kernel", "fwd ms", "bwd ms", "total ms", "share");
+    double sum = 0.0;
+    for (int k = 0; k < PROF_KINDS; k++) { sum += p->seconds[k][FWD] + p->seconds[k][BWD]; }
+    for (int k = 0; k < PROF_KINDS; k++) {
+        double f = p->seconds[k][FWD] * 1e3, b = p->seconds[k][BWD] * 1e3;
+        printf("  %-22s %10.2f %10.2f %10.2f %6.1f%%\n", PROFILE_NAMES[k], f, b, f + b,
+               100.0 * (f + b) / (sum * 1e3));
+    }
+    printf("  %-22s %32.2f  (the step: %.2f ms)\n", "sum", sum * 1e3, step_ms);
+}
+
 // ----------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -449,6 +465,7 @@ int main(int argc, char **argv) {
 
         // one optimizer step over `accum` micro-batches
         double t0 = now_seconds();
+        profile_start(&model.profile);
         gpt2_zero_grad(&model);
         double loss = 0.0;
         for (int micro = 0; micro < accum; micro++) {
@@ -456,12 +473,14 @@ int main(int argc, char **argv) {
                 printf("epoch %d begins%s\n", train_loader.pos.epoch + 1,
                        args.shuffle ? " (shards and batches reshuffled)" : "");
             }
+            profile_lap(&model.profile, PROF_DATA, FWD);
             loss += gpt2_forward_backward(&model, train_loader.inputs, train_loader.targets, args.B, args.T,
                                           1.0f / accum);
         }
         loss /= accum;
         if (step == faults.nan_loss_step) { loss = NAN; }
         float norm = gpt2_grad_norm(&model);
+        profile_lap(&model.profile, PROF_GRAD_NORM, FWD);
         float lr = schedule_lr(&schedule, step);
         if (!isfinite(loss) || !isfinite(norm)) {
             state.consecutive_skips++;
@@ -476,11 +495,13 @@ int main(int argc, char **argv) {
             state.consecutive_skips = 0;
             float grad_scale = args.grad_clip > 0.0f && norm > args.grad_clip ? args.grad_clip / norm : 1.0f;
             gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_scale, step + 1);
+            profile_lap(&model.profile, PROF_ADAMW, FWD);
         }
         double ms = (now_seconds() - t0) * 1e3;
         double tok_per_s = (double)accum * tokens_per_micro / (ms / 1e3);
         printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps,
                loss, norm, lr, ms, tok_per_s);
+        if (args.profile) { print_profile(&model.profile, ms); }
         if (log != NULL) {
             fprintf(log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss, lr, norm, ms,
                     tok_per_s);

@@ -120,6 +120,34 @@ typedef struct {
 typedef void (*ActivationObserver)(void *ctx, const char *name, int layer, const float *data,
                                    size_t row0, size_t nrows, size_t width);
 
+// Where the time of a step goes (train_gpt2 --profile). Each kernel call is
+// followed by a "lap" that charges the time since the previous lap to it, so
+// the laps of a step add up to the whole step.
+typedef enum {
+    PROF_DATA, PROF_ENCODER, PROF_LAYERNORM, PROF_MATMUL, PROF_ATTENTION, PROF_GELU, PROF_RESIDUAL,
+    PROF_CLASSIFIER, PROF_ZEROING, PROF_GRAD_NORM, PROF_ADAMW, PROF_KINDS
+} ProfileKind;
+static const char *const PROFILE_NAMES[PROF_KINDS] = {
+    "data loading", "encoder", "layernorm", "matmul", "attention", "gelu", "residual",
+    "softmax+crossentropy", "zeroing", "grad norm", "adamw"};
+enum { FWD, BWD };  // the pass a lap belongs to; optimizer work counts as forward
+
+typedef struct {
+    double last;                         // time of the previous lap
+    double seconds[PROF_KINDS][2];
+} Profile;
+
+static void profile_start(Profile *p) {
+    memset(p, 0, sizeof(*p));
+    p->last = now_seconds();
+}
+
+static void profile_lap(Profile *p, ProfileKind kind, int pass) {
+    double t = now_seconds();
+    p->seconds[kind][pass] += t - p->last;
+    p->last = t;
+}
+
 typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
@@ -137,7 +165,11 @@ typedef struct {
     float mean_loss;    // of the last forward pass with targets
     ActivationObserver observer;
     void *observer_ctx;
+    Profile profile;
 } GPT2;
+
+static void fwd_lap(GPT2 *model, ProfileKind kind) { profile_lap(&model->profile, kind, FWD); }
+static void bwd_lap(GPT2 *model, ProfileKind kind) { profile_lap(&model->profile, kind, BWD); }
 
 // ----------------------------------------------------------------------------
 // configuration
@@ -430,30 +462,40 @@ static void block_forward(GPT2 *model, int l, int B, int T) {
     ActivationTensors *s = &model->acts;  // the scratch buffers
 
     layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C);
+    fwd_lap(model, PROF_LAYERNORM);
     observe(model, "ln1_mean", l, a.ln1_mean, N, 1);
     observe(model, "ln1_rstd", l, a.ln1_rstd, N, 1);
     observe(model, "ln1", l, s->ln, N, C);
     matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C);
+    fwd_lap(model, PROF_MATMUL);
     observe(model, "qkv", l, a.qkv, N, 3 * C);
     attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH);
+    fwd_lap(model, PROF_ATTENTION);
     observe(model, "att_lse", l, a.att_lse, (size_t)B * NH, T);
     observe(model, "atty", l, a.atty, N, C);
     matmul_forward(s->proj, a.atty, w.attprojw, w.attprojb, N, C, C);
+    fwd_lap(model, PROF_MATMUL);
     observe(model, "attproj", l, s->proj, N, C);
     residual_forward(a.residual2, a.input, s->proj, (size_t)N * C);
+    fwd_lap(model, PROF_RESIDUAL);
     observe(model, "residual2", l, a.residual2, N, C);
 
     layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C);
+    fwd_lap(model, PROF_LAYERNORM);
     observe(model, "ln2_mean", l, a.ln2_mean, N, 1);
     observe(model, "ln2_rstd", l, a.ln2_rstd, N, 1);
     observe(model, "ln2", l, s->ln, N, C);
     matmul_forward(a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C);
+    fwd_lap(model, PROF_MATMUL);
     observe(model, "fch", l, a.fch, N, 4 * C);
     gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);
+    fwd_lap(model, PROF_GELU);
     observe(model, "fch_gelu", l, s->fch_gelu, N, 4 * C);
     matmul_forward(s->proj, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+    fwd_lap(model, PROF_MATMUL);
     observe(model, "fcproj", l, s->proj, N, C);
     residual_forward(a.residual3, a.residual2, s->proj, (size_t)N * C);
+    fwd_lap(model, PROF_RESIDUAL);
     observe(model, "residual3", l, a.residual3, N, C);
 }
 
@@ -470,25 +512,41 @@ static void block_backward(GPT2 *model, int l, int B, int T) {
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);  // recompute
+    bwd_lap(model, PROF_GELU);
     memset(s->dfch, 0, (size_t)N * 4 * C * sizeof(float));
+    bwd_lap(model, PROF_ZEROING);
     matmul_backward(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw, N, 4 * C, C);
+    bwd_lap(model, PROF_MATMUL);
     gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C);
+    bwd_lap(model, PROF_GELU);
     layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C);  // recompute
+    bwd_lap(model, PROF_LAYERNORM);
     memset(s->dln, 0, (size_t)N * C * sizeof(float));
+    bwd_lap(model, PROF_ZEROING);
     matmul_backward(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C);
+    bwd_lap(model, PROF_MATMUL);
     layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean, a.ln2_rstd,
                        w.ln2w, N, C);
+    bwd_lap(model, PROF_LAYERNORM);
 
     // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
     memset(s->datty, 0, (size_t)N * C * sizeof(float));
+    bwd_lap(model, PROF_ZEROING);
     matmul_backward(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw, N, C, C);
+    bwd_lap(model, PROF_MATMUL);
     memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float));
+    bwd_lap(model, PROF_ZEROING);
     attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH);
+    bwd_lap(model, PROF_ATTENTION);
     layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C);  // recompute
+    bwd_lap(model, PROF_LAYERNORM);
     memset(s->dln, 0, (size_t)N * C * sizeof(float));
+    bwd_lap(model, PROF_ZEROING);
     matmul_backward(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C);
+    bwd_lap(model, PROF_MATMUL);
     layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean, a.ln1_rstd,
                        w.ln1w, N, C);
+    bwd_lap(model, PROF_LAYERNORM);
 }
 
 static void check_tokens(const GPT2 *model, const int *tokens, int N, const char *what) {
@@ -511,11 +569,13 @@ static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
     const int N = B * T, C = cfg->channels, L = cfg->num_layers;
     ActivationTensors *acts = &model->acts;
     encoder_forward(acts->encoded, inputs, model->params.wte, model->params.wpe, B, T, C);
+    fwd_lap(model, PROF_ENCODER);
     observe(model, "encoded", -1, acts->encoded, N, C);
     for (int l = 0; l < L; l++) { block_forward(model, l, B, T); }
     const float *last = acts->residual3 + (size_t)(L - 1) * N * C;
     layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, last, model->params.lnfw,
                       model->params.lnfb, N, C);
+    fwd_lap(model, PROF_LAYERNORM);
     observe(model, "lnf_mean", -1, acts->lnf_mean, N, 1);
     observe(model, "lnf_rstd", -1, acts->lnf_rstd, N, 1);
     observe(model, "lnf", -1, acts->lnf, N, C);
@@ -532,14 +592,17 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
         int rows = N - r0 < CLASSIFIER_CHUNK_ROWS ? N - r0 : CLASSIFIER_CHUNK_ROWS;
         const float *x = acts->lnf + (size_t)r0 * C;
         matmul_forward(acts->logits, x, model->params.wte, NULL, rows, C, Vp);
+        fwd_lap(model, PROF_MATMUL);
         if (model->observer != NULL) {
             model->observer(model->observer_ctx, "logits", -1, acts->logits, r0, rows, Vp);
         }
         crossentropy_softmax_forward_backward(acts->losses + r0, acts->logits, targets + r0, dloss,
                                               rows, V, Vp);
+        fwd_lap(model, PROF_CLASSIFIER);
         if (dloss != 0.0f) {
             matmul_backward(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x,
                             model->params.wte, rows, C, Vp);
+            bwd_lap(model, PROF_MATMUL);
         }
     }
     observe(model, "losses", -1, acts->losses, N, 1);
@@ -583,19 +646,24 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
     check_tokens(model, targets, N, "target");
 
     memset(acts->dln, 0, (size_t)N * C * sizeof(float));
+    bwd_lap(model, PROF_ZEROING);
     float loss = classifier(model, targets, N, loss_scale / N, acts->dln);
 
     memset(acts->dresidual, 0, (size_t)N * C * sizeof(float));
+    bwd_lap(model, PROF_ZEROING);
     const float *last = acts->residual3 + (size_t)(L - 1) * N * C;
     layernorm_backward(acts->dresidual, model->grads.lnfw, model->grads.lnfb, acts->dln, last,
                        acts->lnf_mean, acts->lnf_rstd, model->params.lnfw, N, C);
+    bwd_lap(model, PROF_LAYERNORM);
     for (int l = L - 1; l >= 0; l--) { block_backward(model, l, B, T); }
     encoder_backward(model->grads.wte, model->grads.wpe, acts->dresidual, inputs, B, T, C);
+    bwd_lap(model, PROF_ENCODER);
     return loss;
 }
 
 static void gpt2_zero_grad(GPT2 *model) {
     memset(model->grads_memory, 0, model->params_span * sizeof(float));
+    fwd_lap(model, PROF_ZEROING);
 }
 
 // The L2 norm of all gradients, summed in double in a fixed order (deterministic).
