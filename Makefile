@@ -30,7 +30,7 @@ endif
 PROGRAMS = train_gpt2 test_gpt2
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test clean data bench-tokenizer setup train
+.PHONY: all test clean data bench bench-tokenizer setup train
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -53,6 +53,11 @@ prepare_data: prepare_data.c $(HEADERS)
 # TINYSHAKESPEARE_TXT and GPT2_VOCAB_DIR).
 data: prepare_data
 	bash scripts/setup_data.sh
+
+# The training step against PyTorch's, both batch shapes (scripts/bench.sh).
+bench: train_gpt2
+	$(MAKE) -C dev/cpu fma_peak
+	bash scripts/bench.sh
 
 # Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
 bench-tokenizer: tokenize

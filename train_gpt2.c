@@ -19,6 +19,7 @@ complete checkpoint and continues exactly as if never stopped.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -510,6 +511,9 @@ int main(int argc, char **argv) {
     }
 
     if (log != NULL) { fclose_or_die(log, log_path); }
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    printf("peak RSS: %.1f MiB\n", usage.ru_maxrss / 1024.0);
     free(gen_tokens);
     free(sample_scratch);
     if (args.sample_every > 0) { tokenizer_free(&tokenizer); }
