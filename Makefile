@@ -30,7 +30,7 @@ endif
 PROGRAMS = train_gpt2 test_gpt2
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test clean data bench bench-tokenizer setup train
+.PHONY: all test clean data bench bench-tokenizer profile setup train
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -58,6 +58,15 @@ data: prepare_data
 bench: train_gpt2
 	$(MAKE) -C dev/cpu fma_peak
 	bash scripts/bench.sh
+
+# perf's view of a few GPT-2 124M steps: a build with symbols and frame pointers
+# (kernels kept out of line so each shows under its own name), then the top of the report.
+PROFILE_CFLAGS = $(CFLAGS) -g -fno-omit-frame-pointer -fno-inline-functions-called-once
+profile:
+	@mkdir -p build
+	$(CC) $(PROFILE_CFLAGS) train_gpt2.c -o build/train_gpt2_profile $(LDLIBS)
+	perf record -g -o build/perf.data build/train_gpt2_profile -e d12 -b 4 -t 64 -x 4 -v 0 -s 0 --shuffle 0 --profile 1
+	perf report -i build/perf.data --stdio --no-children --percent-limit 0.5 2>/dev/null | grep -v '^$$' | head -n 60
 
 # Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
 bench-tokenizer: tokenize
