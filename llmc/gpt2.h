@@ -78,15 +78,16 @@ static const int PARAMETER_DECAYS[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1,
                                                             0, 0, 1, 0, 1, 0, 0, 0};
 
 // What the forward pass keeps for the backward pass, per layer, and scratch
-// buffers that every layer reuses. Not kept: the LayerNorm outputs and
-// gelu(fch), which the backward pass recomputes (cheap, and (B, T, 6C) floats
-// per layer less), and the attention matrix (see attention.h).
+// buffers that every layer reuses. Not kept, but recomputed by the backward
+// pass: the LayerNorm outputs and gelu(fch) (cheap elementwise work), and the
+// attention output (one more attention forward, under 3% of a step at T=1024);
+// that is (B, T, 7C) floats per layer less, what keeps B=4, T=1024 in a third of
+// PyTorch's memory. The attention matrix is never stored (see attention.h).
 typedef struct {
     float *encoded;    // (B, T, C)  the input of layer 0
     float *ln1_mean;   // (L, B, T)
     float *ln1_rstd;   // (L, B, T)
     float *qkv;        // (L, B, T, 3C)
-    float *atty;       // (L, B, T, C)  attention output, before the projection
     float *att_lse;    // (L, B, NH, T) log-sum-exp of each softmax row
     float *residual2;  // (L, B, T, C)  after the attention residual
     float *ln2_mean;   // (L, B, T)
@@ -98,6 +99,7 @@ typedef struct {
     float *lnf_rstd;   // (B, T)
     float *losses;     // (B, T)
     // scratch, overwritten by every layer
+    float *atty;       // (B, T, C)   attention output, before the projection
     float *ln;         // (B, T, C)   a LayerNorm output
     float *proj;       // (B, T, C)   a projection output before its residual add
     float *fch_gelu;   // (B, T, 4C)
@@ -235,11 +237,11 @@ static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GP
     size_t chunk = N < CLASSIFIER_CHUNK_ROWS ? N : CLASSIFIER_CHUNK_ROWS;
     size_t s[NUM_ACTIVATION_TENSORS] = {
         N * C,                                         // encoded
-        L * N, L * N, L * N * 3 * C, L * N * C,        // ln1_mean, ln1_rstd, qkv, atty
+        L * N, L * N, L * N * 3 * C,                   // ln1_mean, ln1_rstd, qkv
         L * NH * N, L * N * C, L * N, L * N,           // att_lse, residual2, ln2_mean, ln2_rstd
         L * N * 4 * C, L * N * C,                      // fch, residual3
         N * C, N, N, N,                                // lnf, lnf_mean, lnf_rstd, losses
-        N * C, N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // ln, proj, fch_gelu, logits
+        N * C, N * C, N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // atty, ln, proj, fch_gelu, logits
         N * C, N * C, N * C, N * 3 * C, N * 4 * C};    // dresidual, dln, datty, dqkv, dfch
     memcpy(sizes, s, sizeof(s));
 }
@@ -435,7 +437,7 @@ static LayerTensors layer_tensors(const ParameterTensors *p, const GPT2Config *c
 // laid out (L, B, T, ...) with the B and T of the current call.
 typedef struct {
     float *input;  // the residual stream entering the layer: encoded or residual3 of layer l-1
-    float *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *residual2, *ln2_mean, *ln2_rstd, *fch, *residual3;
+    float *ln1_mean, *ln1_rstd, *qkv, *att_lse, *residual2, *ln2_mean, *ln2_rstd, *fch, *residual3;
 } LayerActivations;
 
 static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T) {
@@ -443,8 +445,7 @@ static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T
     size_t N = (size_t)B * T, C = model->config.channels, NH = model->config.num_heads;
     LayerActivations la = {
         l == 0 ? a->encoded : a->residual3 + (l - 1) * N * C,
-        a->ln1_mean + l * N, a->ln1_rstd + l * N, a->qkv + l * N * 3 * C, a->atty + l * N * C,
-        a->att_lse + l * NH * N, a->residual2 + l * N * C, a->ln2_mean + l * N, a->ln2_rstd + l * N,
+        a->ln1_mean + l * N, a->ln1_rstd + l * N, a->qkv + l * N * 3 * C, a->att_lse + l * NH * N, a->residual2 + l * N * C, a->ln2_mean + l * N, a->ln2_rstd + l * N,
         a->fch + l * N * 4 * C, a->residual3 + l * N * C};
     return la;
 }
@@ -469,11 +470,11 @@ static void block_forward(GPT2 *model, int l, int B, int T) {
     matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C);
     fwd_lap(model, PROF_MATMUL);
     observe(model, "qkv", l, a.qkv, N, 3 * C);
-    attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH);
+    attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH);
     fwd_lap(model, PROF_ATTENTION);
     observe(model, "att_lse", l, a.att_lse, (size_t)B * NH, T);
-    observe(model, "atty", l, a.atty, N, C);
-    matmul_forward(s->proj, a.atty, w.attprojw, w.attprojb, N, C, C);
+    observe(model, "atty", l, s->atty, N, C);
+    matmul_forward(s->proj, s->atty, w.attprojw, w.attprojb, N, C, C);
     fwd_lap(model, PROF_MATMUL);
     observe(model, "attproj", l, s->proj, N, C);
     residual_forward(a.residual2, a.input, s->proj, (size_t)N * C);
@@ -530,13 +531,15 @@ static void block_backward(GPT2 *model, int l, int B, int T) {
     bwd_lap(model, PROF_LAYERNORM);
 
     // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
+    attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH);  // recompute (lse comes out the same)
+    bwd_lap(model, PROF_ATTENTION);
     memset(s->datty, 0, (size_t)N * C * sizeof(float));
     bwd_lap(model, PROF_ZEROING);
-    matmul_backward(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw, N, C, C);
+    matmul_backward(s->datty, g.attprojw, g.attprojb, s->dresidual, s->atty, w.attprojw, N, C, C);
     bwd_lap(model, PROF_MATMUL);
     memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float));
     bwd_lap(model, PROF_ZEROING);
-    attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH);
+    attention_backward(s->dqkv, s->datty, s->atty, a.att_lse, a.qkv, B, T, C, NH);
     bwd_lap(model, PROF_ATTENTION);
     layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C);  // recompute
     bwd_lap(model, PROF_LAYERNORM);
