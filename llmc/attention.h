@@ -56,6 +56,7 @@ build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
 #define ATTN_R (ATTN_VW == 16 ? 12 : 6)
 #define ATTN_W (2 * ATTN_VW)   // forward: queries per task (one tile's two vectors)
 #define ATTN_BK 64             // forward: keys per online-softmax block, a multiple of ATTN_W
+#define ATTN_G 4               // forward: query tiles per task, sharing each packed key block
 #define ATTN_BLK 64            // backward: queries and keys per block, a multiple of ATTN_W
 #define ATTN_MAX_HS 128        // largest head size; sizes the stack tiles
 
@@ -150,13 +151,14 @@ static void attn_check_head_size(int C, int NH) {
 // ----------------------------------------------------------------------------
 // forward
 
-// Scores of R keys (rows of S^T) against the tile's W queries, masked where the
+// Scores of R keys (rows of S^T) against a tile's W queries, masked where the
 // key comes after the query, stored to st; mx collects the column maxima.
-// k points at the first key (rows C3 apart), qt is Q^T (hs x W).
-ATTN_INLINE void attn_fwd_scores(const int R, float *st, attn_vec mx[2], const float *k, ptrdiff_t C3,
+// k points at the first key (rows ldk apart), qt is the tile's Q^T (hs x W),
+// j0 and q0 are the positions of the first key and the first query.
+ATTN_INLINE void attn_fwd_scores(const int R, float *st, attn_vec mx[2], const float *k, ptrdiff_t ldk,
                                  const float *qt, int hs, int j0, int q0) {
     attn_vec acc[ATTN_R][2] = {{{0}}};
-    attn_tile(R, acc, k, C3, 1, qt, ATTN_W, hs);
+    attn_tile(R, acc, k, ldk, 1, qt, ATTN_W, hs);
     for (int r = 0; r < R; r++) {
         const int j = j0 + r;
         for (int v = 0; v < 2; v++) {
@@ -173,82 +175,113 @@ ATTN_INLINE void attn_fwd_scores(const int R, float *st, attn_vec mx[2], const f
 }
 
 // ot rows d .. d+R-1 (of O^T, hs x W) = alpha * ot + sum over nk keys of v[key][d] * pt[key],
-// v pointing at channel d of the first key's value (rows C3 apart), pt = P^T (nk x W).
-ATTN_INLINE void attn_fwd_values(const int R, float *ot, const attn_vec alpha[2], const float *v,
-                                 ptrdiff_t C3, const float *pt, int nk) {
+// v pointing at channel d of the first key's value (rows ldv apart), pt = P^T (nk x W).
+ATTN_INLINE void attn_fwd_values(const int R, float *ot, const attn_vec alpha[2], const float *v, ptrdiff_t ldv,
+                                 const float *pt, int nk) {
     attn_vec acc[ATTN_R][2];
     for (int r = 0; r < R; r++) {
         acc[r][0] = *(attn_vec *)(ot + r * ATTN_W) * alpha[0];
         acc[r][1] = *(attn_vec *)(ot + r * ATTN_W + ATTN_VW) * alpha[1];
     }
-    attn_tile(R, acc, v, 1, C3, pt, ATTN_W, nk);
+    attn_tile(R, acc, v, 1, ldv, pt, ATTN_W, nk);
     for (int r = 0; r < R; r++) {
         *(attn_vec *)(ot + r * ATTN_W) = acc[r][0];
         *(attn_vec *)(ot + r * ATTN_W + ATTN_VW) = acc[r][1];
     }
 }
 
-// Queries q0 .. q0+W-1 (those < T) of head h of batch element b against keys 0 .. their own.
-static void attn_fwd_query_tile(float *out, float *lse, const float *qkv, int b, int h, int q0,
-                                int T, int C, int NH, float scale) {
+// The state of one query tile: queries q0 .. q0+nq-1 in the lanes of two vectors.
+struct attn_fwd_tile {
+    int q0, nq;
+    attn_vec m[2];  // running maximum of the scaled scores
+    attn_vec l[2];  // running sum of exp(score - m)
+    float qt[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // Q^T: qt[d*W + i] = q[q0+i][d]
+    float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
+};
+
+// Queries g0 .. g0 + G*W - 1 (those < T) of head h of batch element b against keys 0 .. their own.
+// The G query tiles share each packed block of keys and values.
+static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int T, int C,
+                           int NH, float scale) {
     const int hs = C / NH;
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
     const float *k = q + C, *v = q + 2 * C;               // key and value likewise
-    const int nq = attn_min(ATTN_W, T - q0);
-    float qt[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // Q^T: qt[d*W + i] = q[q0+i][d]
-    float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
-    float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));      // S^T then P^T of a key block
-    // V of the key block, rows packed hs apart: read once per R channels, its rows must stay in L1,
-    // which their stride in qkv (3C floats, a multiple of a large power of two) would defeat
+    struct attn_fwd_tile tiles[ATTN_G];
+    // K and V of a key block, rows packed hs apart: in qkv they are 3C floats apart, a multiple
+    // of a large power of two, so they would share few cache sets and need a page each
+    float kb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
     float vb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
-    for (int d = 0; d < hs; d++) {
-        for (int i = 0; i < ATTN_W; i++) { qt[d * ATTN_W + i] = i < nq ? q[(q0 + i) * C3 + d] : 0.0f; }
-        for (int i = 0; i < ATTN_W; i++) { ot[d * ATTN_W + i] = 0.0f; }
-    }
-    // online softmax per query lane: m = running max of the scaled scores, l = running sum of exp(s - m)
-    attn_vec m[2] = {{0}}, l[2] = {{0}};
-    m[0] -= INFINITY; m[1] -= INFINITY;
-    const int kend = q0 + nq;  // keys 0 .. kend-1 are seen by some query of the tile
-    // ATTN_BK is a multiple of W and q0 of W, so every key block starts at or before q0:
-    // each query sees at least one key of every block and its block maximum is finite.
-    for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
-        const int nk = attn_min(ATTN_BK, kend - k0);
-        attn_vec mx[2] = {{0}};  // block maxima of the raw scores (scale > 0 keeps the order)
-        mx[0] -= INFINITY; mx[1] -= INFINITY;
-        for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
-            ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx,
-                           k + (k0 + j0) * C3, C3, qt, hs, k0 + j0, q0);
-        }
-        attn_vec alpha[2], sum[2] = {{0}};
-        for (int u = 0; u < 2; u++) {
-            const attn_vec m_new = attn_max(m[u], mx[u] * scale);
-            alpha[u] = attn_exp(m[u] - m_new);  // rescales what was summed so far; exp(-inf) = 0 at the start
-            m[u] = m_new;
-        }
-        for (int j = 0; j < nk; j++) {
-            for (int u = 0; u < 2; u++) {
-                attn_vec *s = (attn_vec *)(st + j * ATTN_W + u * ATTN_VW);
-                *s = attn_exp(*s * scale - m[u]);
-                sum[u] += *s;
+    float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));  // S^T then P^T of a tile and a key block
+    const int n_tiles = attn_min(ATTN_G, (T - g0 + ATTN_W - 1) / ATTN_W);
+    for (int t = 0; t < n_tiles; t++) {
+        struct attn_fwd_tile *tile = &tiles[t];
+        tile->q0 = g0 + t * ATTN_W;
+        tile->nq = attn_min(ATTN_W, T - tile->q0);
+        for (int d = 0; d < hs; d++) {
+            for (int i = 0; i < ATTN_W; i++) {
+                tile->qt[d * ATTN_W + i] = i < tile->nq ? q[(tile->q0 + i) * C3 + d] : 0.0f;
+                tile->ot[d * ATTN_W + i] = 0.0f;
             }
         }
-        for (int u = 0; u < 2; u++) { l[u] = l[u] * alpha[u] + sum[u]; }
-        for (int j = 0; j < nk; j++) {
-            for (int d = 0; d < hs; d++) { vb[j * hs + d] = v[(k0 + j) * C3 + d]; }
-        }
-        for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
-            ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, ot + d0 * ATTN_W, alpha,
-                           vb + d0, hs, st, nk);
+        for (int u = 0; u < 2; u++) {
+            tile->m[u] = (attn_vec){0} - INFINITY;
+            tile->l[u] = (attn_vec){0};
         }
     }
-    for (int d = 0; d < hs; d++) {
-        for (int u = 0; u < 2; u++) { *(attn_vec *)(ot + d * ATTN_W + u * ATTN_VW) /= l[u]; }
+    const int kend = attn_min(g0 + ATTN_G * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
+    for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
+        const int nk_block = attn_min(ATTN_BK, kend - k0);
+        for (int j = 0; j < nk_block; j++) {
+            for (int d = 0; d < hs; d++) {
+                kb[j * hs + d] = k[(k0 + j) * C3 + d];
+                vb[j * hs + d] = v[(k0 + j) * C3 + d];
+            }
+        }
+        for (int t = 0; t < n_tiles; t++) {
+            struct attn_fwd_tile *tile = &tiles[t];
+            // ATTN_BK is a multiple of W, and so is q0: a block that starts before the tile's
+            // last query starts at or before its first, so every query sees a key of the block
+            // and its block maximum is finite
+            if (k0 >= tile->q0 + tile->nq) { continue; }
+            const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
+            attn_vec mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
+            mx[0] = mx[1] = (attn_vec){0} - INFINITY;
+            for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
+                ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kb + j0 * hs,
+                               hs, tile->qt, hs, k0 + j0, tile->q0);
+            }
+            attn_vec alpha[2], sum[2] = {{0}};
+            for (int u = 0; u < 2; u++) {
+                const attn_vec m_new = attn_max(tile->m[u], mx[u] * scale);
+                alpha[u] = attn_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
+                tile->m[u] = m_new;
+            }
+            for (int j = 0; j < nk; j++) {
+                for (int u = 0; u < 2; u++) {
+                    attn_vec *s = (attn_vec *)(st + j * ATTN_W + u * ATTN_VW);
+                    *s = attn_exp(*s * scale - tile->m[u]);
+                    sum[u] += *s;
+                }
+            }
+            for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
+            for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+                ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
+                               vb + d0, hs, st, nk);
+            }
+        }
     }
-    for (int i = 0; i < nq; i++) {
-        float *o = out + ((size_t)b * T + q0 + i) * C + h * hs;
-        for (int d = 0; d < hs; d++) { o[d] = ot[d * ATTN_W + i]; }
-        lse[((size_t)b * NH + h) * T + q0 + i] = m[i / ATTN_VW][i % ATTN_VW] + logf(l[i / ATTN_VW][i % ATTN_VW]);
+    for (int t = 0; t < n_tiles; t++) {
+        struct attn_fwd_tile *tile = &tiles[t];
+        for (int d = 0; d < hs; d++) {
+            for (int u = 0; u < 2; u++) { *(attn_vec *)(tile->ot + d * ATTN_W + u * ATTN_VW) /= tile->l[u]; }
+        }
+        for (int i = 0; i < tile->nq; i++) {
+            float *o = out + ((size_t)b * T + tile->q0 + i) * C + h * hs;
+            for (int d = 0; d < hs; d++) { o[d] = tile->ot[d * ATTN_W + i]; }
+            const float m = tile->m[i / ATTN_VW][i % ATTN_VW], l = tile->l[i / ATTN_VW][i % ATTN_VW];
+            lse[((size_t)b * NH + h) * T + tile->q0 + i] = m + logf(l);
+        }
     }
 }
 
@@ -256,17 +289,18 @@ static void attn_fwd_query_tile(float *out, float *lse, const float *qkv, int b,
 static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
     attn_check_head_size(C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
-    const int n_tiles = (T + ATTN_W - 1) / ATTN_W;
-    // Query tile i costs i+1 units under the causal mask; tiles i and n_tiles-1-i
-    // together cost the same for every i, so a task takes one such pair.
-    const int n_pairs = (n_tiles + 1) / 2;
+    const int group = ATTN_G * ATTN_W;
+    const int n_groups = (T + group - 1) / group;
+    // Query group i costs about i+1 units under the causal mask; groups i and
+    // n_groups-1-i together cost the same for every i, so a task takes one such pair.
+    const int n_pairs = (n_groups + 1) / 2;
     #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int p = 0; p < n_pairs; p++) {
-                attn_fwd_query_tile(out, lse, qkv, b, h, p * ATTN_W, T, C, NH, scale);
-                if (n_tiles - 1 - p != p) {
-                    attn_fwd_query_tile(out, lse, qkv, b, h, (n_tiles - 1 - p) * ATTN_W, T, C, NH, scale);
+                attn_fwd_group(out, lse, qkv, b, h, p * group, T, C, NH, scale);
+                if (n_groups - 1 - p != p) {
+                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, T, C, NH, scale);
                 }
             }
         }
@@ -282,13 +316,13 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
 
 // The rows of one (query block, key block) tile pair: P and dS of R queries
 // against the two key vectors starting at column c of the key block.
-// q and go point at the first query's q and dout (rows C3 and C apart),
+// q and go point at the first query's q and dout (rows ldq and ldgo apart),
 // kt and vt at column c of K^T and V^T (hs x BLK), lse_i and D_i per row.
-ATTN_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *q, ptrdiff_t C3,
-                                const float *go, ptrdiff_t C, const float *kt, const float *vt, int hs,
+ATTN_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *q, ptrdiff_t ldq,
+                                const float *go, ptrdiff_t ldgo, const float *kt, const float *vt, int hs,
                                 const float *row_lse, const float *row_D, float scale, int mask_from) {
     attn_vec acc[ATTN_R][2] = {{{0}}};
-    attn_tile(R, acc, q, C3, 1, kt, ATTN_BLK, hs);
+    attn_tile(R, acc, q, ldq, 1, kt, ATTN_BLK, hs);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
             attn_vec p = attn_exp(acc[r][v] * scale - row_lse[r]);
@@ -301,7 +335,7 @@ ATTN_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float 
         }
     }
     attn_vec dp[ATTN_R][2] = {{{0}}};
-    attn_tile(R, dp, go, C, 1, vt, ATTN_BLK, hs);
+    attn_tile(R, dp, go, ldgo, 1, vt, ATTN_BLK, hs);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
             const attn_vec p = *(attn_vec *)(pb + r * ATTN_BLK + v * ATTN_VW);
@@ -372,6 +406,10 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     float kp[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));   // K (BLK x hs_pad)
     float dkt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dK^T / scale
     float dvt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dV^T
+    // Q and dout of the query block, rows packed hs apart: the products read them many times, and
+    // their rows 3C and C apart in memory would fall into few cache sets and many pages
+    float qb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
     float pb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));      // P of a tile pair (queries x keys)
     float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
     float row_D[ATTN_BLK];
@@ -393,7 +431,13 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
         for (int q0 = k0; q0 < T; q0 += ATTN_BLK) {
             const int nq = attn_min(ATTN_BLK, T - q0);
             const int diag = q0 == k0;
-            for (int i = 0; i < nq; i++) { row_D[i] = attn_dot(go + (q0 + i) * C, o + (q0 + i) * C, hs); }
+            for (int i = 0; i < nq; i++) {
+                row_D[i] = attn_dot(go + (q0 + i) * C, o + (q0 + i) * C, hs);
+                for (int d = 0; d < hs; d++) {
+                    qb[i * hs + d] = q[(q0 + i) * C3 + d];
+                    gob[i * hs + d] = go[(q0 + i) * C + d];
+                }
+            }
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
                 const int rows = attn_min(ATTN_R, nq - i0);
                 for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
@@ -401,7 +445,7 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                     if (diag && c > i0 + rows - 1) { continue; }
                     // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
                     ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
-                                   q + (q0 + i0) * C3, C3, go + (q0 + i0) * C, C, kt + c, vt + c, hs,
+                                   qb + i0 * hs, hs, gob + i0 * hs, hs, kt + c, vt + c, hs,
                                    head_lse + q0 + i0, row_D + i0, scale, diag ? i0 - c : ATTN_BLK);
                 }
             }
@@ -411,9 +455,9 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 if (i_from >= nq) { continue; }
                 for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                     const int rows = attn_min(ATTN_R, hs - d0);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, go + (q0 + i_from) * C + d0, C,
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, gob + i_from * hs + d0, hs,
                                    pb + i_from * ATTN_BLK + c, nq - i_from);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, q + (q0 + i_from) * C3 + d0, C3,
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, qb + i_from * hs + d0, hs,
                                    dsb + i_from * ATTN_BLK + c, nq - i_from);
                 }
             }

@@ -9,8 +9,11 @@ Versions:
      by the forward; per head dV += P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)),
      dQ += scale dS K, dK += scale dS^T Q, the products with OpenBLAS sgemm on the
      full (T,T) matrices. Speed yardstick.
-  3  llmc/attention.h: per head, key blocks x query blocks at or below the
-     diagonal, P recomputed from lse, register-tiled vector products, vectorized exp
+  3  tiled: a task is a head, walked key block (outer) by query block (inner,
+     at or below the diagonal); P recomputed from lse, register-tiled vector
+     products, vectorized exp; dK and dV of the key block in stack tiles
+  4  llmc/attention.h: as 3, with the query block's Q and dout packed
+     contiguous once per block pair instead of read in place by every product
 
 FLOPs counted: the five matrix products (S = Q K^T, dP = dO V^T, dV, dK, dQ)
 over the causal half only, 5 * 2*B*NH*hs*T(T+1)/2, 2.5x the forward's count;
@@ -123,6 +126,105 @@ static void attention_backward2(float *dqkv, const float *dout, const float *out
 }
 
 // ----------------------------------------------------------------------------
+// version 3: the first tiled version: the products, exp and task layout of
+// llmc/attention.h (whose helpers it calls), but the query block's Q and dout
+// are read in place from qkv and dout, rows 3C and C apart, by every product.
+// Version 4 packs them once per block pair.
+
+// All of head h of batch element b.
+static void bwd3_head(float *dqkv, const float *dout, const float *out, const float *lse,
+                          const float *qkv, int b, int h, int T, int C, int NH, float scale) {
+    const int hs = C / NH;
+    const int hs_pad = (hs + ATTN_W - 1) / ATTN_W * ATTN_W;  // K's rows padded to whole tiles
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    const size_t head = (size_t)b * T * C3 + h * hs;  // query of position t at head + t*C3, key +C, value +2C
+    const float *q = qkv + head, *k = q + C, *v = q + 2 * C;
+    float *dq = dqkv + head, *dk = dq + C, *dv = dq + 2 * C;
+    const float *go = dout + (size_t)b * T * C + h * hs;  // dout and out of position t: + t*C
+    const float *o = out + (size_t)b * T * C + h * hs;
+    const float *head_lse = lse + ((size_t)b * NH + h) * T;
+    float kt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));   // K^T of the key block (hs x BLK)
+    float vt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));   // V^T
+    float kp[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));   // K (BLK x hs_pad)
+    float dkt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dK^T / scale
+    float dvt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dV^T
+    float pb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));      // P of a tile pair (queries x keys)
+    float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
+    float row_D[ATTN_BLK];
+    for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
+        const int nk = attn_min(ATTN_BLK, T - k0);
+        for (int d = 0; d < hs; d++) {
+            for (int j = 0; j < ATTN_BLK; j++) {
+                kt[d * ATTN_BLK + j] = j < nk ? k[(k0 + j) * C3 + d] : 0.0f;
+                vt[d * ATTN_BLK + j] = j < nk ? v[(k0 + j) * C3 + d] : 0.0f;
+                dkt[d * ATTN_BLK + j] = 0.0f;
+                dvt[d * ATTN_BLK + j] = 0.0f;
+            }
+        }
+        for (int j = 0; j < ATTN_BLK; j++) {
+            for (int d = 0; d < hs_pad; d++) { kp[j * hs_pad + d] = j < nk && d < hs ? k[(k0 + j) * C3 + d] : 0.0f; }
+        }
+        // query blocks at and below the diagonal; the first (q0 = k0) is the diagonal one,
+        // where query i sees only keys j <= i of the block
+        for (int q0 = k0; q0 < T; q0 += ATTN_BLK) {
+            const int nq = attn_min(ATTN_BLK, T - q0);
+            const int diag = q0 == k0;
+            for (int i = 0; i < nq; i++) { row_D[i] = attn_dot(go + (q0 + i) * C, o + (q0 + i) * C, hs); }
+            for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
+                const int rows = attn_min(ATTN_R, nq - i0);
+                for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
+                    // keys all after these queries: P = dS = 0, and the products below never read them
+                    if (diag && c > i0 + rows - 1) { continue; }
+                    // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
+                    ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
+                                   q + (q0 + i0) * C3, C3, go + (q0 + i0) * C, C, kt + c, vt + c, hs,
+                                   head_lse + q0 + i0, row_D + i0, scale, diag ? i0 - c : ATTN_BLK);
+                }
+            }
+            for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
+                // on the diagonal, queries before key column c contribute nothing
+                const int i_from = diag ? c : 0;
+                if (i_from >= nq) { continue; }
+                for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+                    const int rows = attn_min(ATTN_R, hs - d0);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, go + (q0 + i_from) * C + d0, C,
+                                   pb + i_from * ATTN_BLK + c, nq - i_from);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, q + (q0 + i_from) * C3 + d0, C3,
+                                   dsb + i_from * ATTN_BLK + c, nq - i_from);
+                }
+            }
+            for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
+                const int rows = attn_min(ATTN_R, nq - i0);
+                const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
+                for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
+                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, dsb + i0 * ATTN_BLK, kp + c0, hs_pad,
+                                   keys, c0, hs, scale);
+                }
+            }
+        }
+        for (int j = 0; j < nk; j++) {
+            for (int d = 0; d < hs; d++) {
+                dk[(k0 + j) * C3 + d] += scale * dkt[d * ATTN_BLK + j];
+                dv[(k0 + j) * C3 + d] += dvt[d * ATTN_BLK + j];
+            }
+        }
+    }
+}
+
+static void attention_backward3(float *dqkv, const float *dout, const float *out, const float *lse,
+                               const float *qkv, int B, int T, int C, int NH) {
+    attn_check_head_size(C, NH);
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            bwd3_head(dqkv, dout, out, lse, qkv, b, h, T, C, NH, scale);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
 // harness
 
 typedef void (*backward_fn)(float *dqkv, const float *dout, const float *out, const float *lse,
@@ -132,6 +234,7 @@ static const struct { backward_fn fn; const char *name; } versions[] = {
     {NULL, NULL},
     {attention_backward1, "simple (reference)"},
     {attention_backward2, "materialized (T,T), sgemm"},
+    {attention_backward3, "blocks, Q and dout in place"},
     {attention_backward, "llmc/attention.h"},
 };
 static const int n_versions = sizeof(versions) / sizeof(versions[0]) - 1;

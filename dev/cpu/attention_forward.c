@@ -7,8 +7,11 @@ Versions:
   2  materializing, the PyTorch way: per head S = scale Q K^T as a full (T,T)
      matrix with OpenBLAS sgemm, masked softmax rows, O = P V with sgemm. Keeps
      (B,NH,T,T) probabilities, as PyTorch does for its backward. Speed yardstick.
-  3  llmc/attention.h: query tiles x key blocks, online softmax, register-tiled
-     vector products, vectorized exp, triangle-balanced OpenMP tasks
+  3  tiled: a task is a tile of W = 2 vectors of queries against blocks of keys,
+     online softmax, register-tiled vector products, vectorized exp, tasks
+     paired so that each costs the same under the causal mask
+  4  llmc/attention.h: as 3, but G tiles share each block of keys and values,
+     packed contiguous once instead of read from qkv by every tile
 
 FLOPs counted: the two matrix products (Q K^T and P V) over the causal half
 only, 2 * 2*B*NH*hs*T(T+1)/2; exp, max and sums are not counted. Version 2
@@ -91,6 +94,97 @@ static void attention_forward2(float *out, float *lse, const float *qkv, int B, 
 }
 
 // ----------------------------------------------------------------------------
+// version 3: the first tiled version. A task is one tile of W queries (in the
+// lanes of two vectors) against all its keys; the products, exp and online
+// softmax are those of llmc/attention.h (whose helpers it calls), but every
+// tile reads K in place from qkv and packs its own copy of each V block.
+// Version 4 lets G tiles share each packed K and V block.
+
+// Queries q0 .. q0+W-1 (those < T) of head h of batch element b against keys 0 .. their own.
+static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int h, int q0,
+                            int T, int C, int NH, float scale) {
+    const int hs = C / NH;
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
+    const float *k = q + C, *v = q + 2 * C;               // key and value likewise
+    const int nq = attn_min(ATTN_W, T - q0);
+    float qt[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // Q^T: qt[d*W + i] = q[q0+i][d]
+    float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
+    float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));      // S^T then P^T of a key block
+    // V of the key block, rows packed hs apart: read once per R channels, its rows must stay in L1,
+    // which their stride in qkv (3C floats, a multiple of a large power of two) would defeat
+    float vb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    for (int d = 0; d < hs; d++) {
+        for (int i = 0; i < ATTN_W; i++) { qt[d * ATTN_W + i] = i < nq ? q[(q0 + i) * C3 + d] : 0.0f; }
+        for (int i = 0; i < ATTN_W; i++) { ot[d * ATTN_W + i] = 0.0f; }
+    }
+    // online softmax per query lane: m = running max of the scaled scores, l = running sum of exp(s - m)
+    attn_vec m[2] = {{0}}, l[2] = {{0}};
+    m[0] -= INFINITY; m[1] -= INFINITY;
+    const int kend = q0 + nq;  // keys 0 .. kend-1 are seen by some query of the tile
+    // ATTN_BK is a multiple of W and q0 of W, so every key block starts at or before q0:
+    // each query sees at least one key of every block and its block maximum is finite.
+    for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
+        const int nk = attn_min(ATTN_BK, kend - k0);
+        attn_vec mx[2] = {{0}};  // block maxima of the raw scores (scale > 0 keeps the order)
+        mx[0] -= INFINITY; mx[1] -= INFINITY;
+        for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
+            ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx,
+                           k + (k0 + j0) * C3, C3, qt, hs, k0 + j0, q0);
+        }
+        attn_vec alpha[2], sum[2] = {{0}};
+        for (int u = 0; u < 2; u++) {
+            const attn_vec m_new = attn_max(m[u], mx[u] * scale);
+            alpha[u] = attn_exp(m[u] - m_new);  // rescales what was summed so far; exp(-inf) = 0 at the start
+            m[u] = m_new;
+        }
+        for (int j = 0; j < nk; j++) {
+            for (int u = 0; u < 2; u++) {
+                attn_vec *s = (attn_vec *)(st + j * ATTN_W + u * ATTN_VW);
+                *s = attn_exp(*s * scale - m[u]);
+                sum[u] += *s;
+            }
+        }
+        for (int u = 0; u < 2; u++) { l[u] = l[u] * alpha[u] + sum[u]; }
+        for (int j = 0; j < nk; j++) {
+            for (int d = 0; d < hs; d++) { vb[j * hs + d] = v[(k0 + j) * C3 + d]; }
+        }
+        for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+            ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, ot + d0 * ATTN_W, alpha,
+                           vb + d0, hs, st, nk);
+        }
+    }
+    for (int d = 0; d < hs; d++) {
+        for (int u = 0; u < 2; u++) { *(attn_vec *)(ot + d * ATTN_W + u * ATTN_VW) /= l[u]; }
+    }
+    for (int i = 0; i < nq; i++) {
+        float *o = out + ((size_t)b * T + q0 + i) * C + h * hs;
+        for (int d = 0; d < hs; d++) { o[d] = ot[d * ATTN_W + i]; }
+        lse[((size_t)b * NH + h) * T + q0 + i] = m[i / ATTN_VW][i % ATTN_VW] + logf(l[i / ATTN_VW][i % ATTN_VW]);
+    }
+}
+
+static void attention_forward3(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+    attn_check_head_size(C, NH);
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const int n_tiles = (T + ATTN_W - 1) / ATTN_W;
+    // Query tile i costs i+1 units under the causal mask; tiles i and n_tiles-1-i
+    // together cost the same for every i, so a task takes one such pair.
+    const int n_pairs = (n_tiles + 1) / 2;
+    #pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int p = 0; p < n_pairs; p++) {
+                fwd3_query_tile(out, lse, qkv, b, h, p * ATTN_W, T, C, NH, scale);
+                if (n_tiles - 1 - p != p) {
+                    fwd3_query_tile(out, lse, qkv, b, h, (n_tiles - 1 - p) * ATTN_W, T, C, NH, scale);
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
 // harness
 
 typedef void (*forward_fn)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
@@ -99,6 +193,7 @@ static const struct { forward_fn fn; const char *name; } versions[] = {
     {NULL, NULL},
     {attention_forward1, "simple (reference)"},
     {attention_forward2, "materialized (T,T), sgemm"},
+    {attention_forward3, "tiles of W queries"},
     {attention_forward, "llmc/attention.h"},
 };
 static const int n_versions = sizeof(versions) / sizeof(versions[0]) - 1;
