@@ -59,6 +59,7 @@ build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
 #define ATTN_G 4               // forward: query tiles per task, sharing each packed key block
 #define ATTN_BLK 64            // backward: queries and keys per block, a multiple of ATTN_W
 #define ATTN_MAX_HS 128        // largest head size; sizes the stack tiles
+#define ATTN_MAX_T 8192        // longest sequence: the backward keeps dout.out of a head's rows on its stack
 
 // All vector helpers are static and inlined, so passing vectors by value has no ABI to keep.
 #pragma GCC diagnostic push
@@ -142,10 +143,11 @@ ATTN_INLINE void attn_tile(const int R, attn_vec acc[ATTN_R][2], const float *a,
 
 static inline int attn_min(int a, int b) { return a < b ? a : b; }
 
-static void attn_check_head_size(int C, int NH) {
+static void attn_check_shape(int T, int C, int NH) {
     if (NH <= 0 || C % NH != 0 || C / NH > ATTN_MAX_HS) {
         die("attention: head size C/NH = %d/%d must be a whole number <= %d", C, NH, ATTN_MAX_HS);
     }
+    if (T > ATTN_MAX_T) { die("attention: sequence length T = %d is over the supported %d", T, ATTN_MAX_T); }
 }
 
 // ----------------------------------------------------------------------------
@@ -287,7 +289,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
 
 // out is (B, T, C), lse is (B, NH, T), qkv is (B, T, 3C).
 static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
-    attn_check_head_size(C, NH);
+    attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const int group = ATTN_G * ATTN_W;
     const int n_groups = (T + group - 1) / group;
@@ -412,7 +414,8 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
     float pb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));      // P of a tile pair (queries x keys)
     float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
-    float row_D[ATTN_BLK];
+    float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
+    for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
         const int nk = attn_min(ATTN_BLK, T - k0);
         for (int d = 0; d < hs; d++) {
@@ -432,7 +435,6 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
             const int nq = attn_min(ATTN_BLK, T - q0);
             const int diag = q0 == k0;
             for (int i = 0; i < nq; i++) {
-                row_D[i] = attn_dot(go + (q0 + i) * C, o + (q0 + i) * C, hs);
                 for (int d = 0; d < hs; d++) {
                     qb[i * hs + d] = q[(q0 + i) * C3 + d];
                     gob[i * hs + d] = go[(q0 + i) * C + d];
@@ -446,7 +448,7 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                     // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
                     ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
                                    qb + i0 * hs, hs, gob + i0 * hs, hs, kt + c, vt + c, hs,
-                                   head_lse + q0 + i0, row_D + i0, scale, diag ? i0 - c : ATTN_BLK);
+                                   head_lse + q0 + i0, head_D + q0 + i0, scale, diag ? i0 - c : ATTN_BLK);
                 }
             }
             for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
@@ -482,7 +484,7 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
 // Accumulates dqkv (B, T, 3C) from dout (B, T, C), given the forward's out, lse and qkv.
 static void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
                                const float *qkv, int B, int T, int C, int NH) {
-    attn_check_head_size(C, NH);
+    attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
     #pragma omp parallel for collapse(2) schedule(static)

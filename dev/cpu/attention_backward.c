@@ -13,13 +13,14 @@ Versions:
      at or below the diagonal); P recomputed from lse, register-tiled vector
      products, vectorized exp; dK and dV of the key block in stack tiles
   4  llmc/attention.h: as 3, with the query block's Q and dout packed
-     contiguous once per block pair instead of read in place by every product
+     contiguous once per block pair instead of read in place by every product,
+     and D = dout.out computed once per query instead of once per block pair
 
 FLOPs counted: the five matrix products (S = Q K^T, dP = dO V^T, dV, dK, dQ)
 over the causal half only, 5 * 2*B*NH*hs*T(T+1)/2, 2.5x the forward's count;
-exp and the elementwise softmax backward are not counted. Version 1 also
-computes D = dout.out once per query, version 3 once per (query, key block).
-Version 2 computes four full (T,T) products but is credited the same count.
+exp, the elementwise softmax backward and D = dout.out (2*hs per query; version
+3 recomputes it per key block) are not counted. Version 2 computes four full
+(T,T) products but is credited the same count.
 
 ./attention_backward       checks every version against version 1 on every shape and times it
 ./attention_backward N     the same for version N only
@@ -213,7 +214,7 @@ static void bwd3_head(float *dqkv, const float *dout, const float *out, const fl
 
 static void attention_backward3(float *dqkv, const float *dout, const float *out, const float *lse,
                                const float *qkv, int B, int T, int C, int NH) {
-    attn_check_head_size(C, NH);
+    attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
     #pragma omp parallel for collapse(2) schedule(static)

@@ -165,7 +165,7 @@ static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int
 }
 
 static void attention_forward3(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
-    attn_check_head_size(C, NH);
+    attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const int n_tiles = (T + ATTN_W - 1) / ATTN_W;
     // Query tile i costs i+1 units under the causal mask; tiles i and n_tiles-1-i
