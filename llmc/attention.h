@@ -11,26 +11,37 @@ the probabilities from it: p = exp(q.k * scale - lse). Memory stays O(B*T*C),
 and nothing is allocated: each thread works in fixed-size tiles on its stack.
 
 How the work is laid out (the simple, obviously correct version of both
-kernels is version 1 in dev/cpu/attention_forward.c and attention_backward.c):
+kernels is version 1 in dev/cpu/attention_forward.c and attention_backward.c,
+which also time every step against it and against a (T,T)-materializing one):
 - Every product is a small matrix product whose inner step broadcasts R
   scalars of one operand and multiplies them with two vectors of the other,
-  held in R x 2 vector accumulators (attn_tile). Broadcast operands are read in
-  place from qkv / dout, so hs needs no padding; vector operands are small
-  packed tiles on the stack.
-- Forward: a task is a tile of W = 2 vectors of queries of one head. Its
-  queries are packed transposed (Q^T, hs x W) so that scores come out as S^T
-  (keys x queries): the softmax statistics of W queries are then plain vectors
-  (no horizontal reductions), updated online one block of BK keys at a time.
-  The output is accumulated transposed too (O^T = V^T P^T) and transposed back
-  once at the end.
+  held in R x 2 vector accumulators (attn_tile). The broadcast side needs no
+  padding, so any hs works; operands are packed into contiguous tiles on the
+  stack first, because rows of qkv are 3C floats apart (a multiple of a large
+  power of two): read in place they would share few cache sets and each need a
+  page of its own. Transposed packing goes VW x VW blocks at a time through
+  registers (attn_transpose).
+- Forward: a tile is W = 2 vectors of queries of one head, packed transposed
+  (Q^T, hs x W) so that scores come out as S^T (keys x queries): the softmax
+  statistics of W queries are then plain vectors (no horizontal reductions),
+  updated online one block of BK keys at a time. The output is accumulated
+  transposed too (O^T = V^T P^T) and transposed back once at the end. A task is
+  a group of G tiles sharing each packed key and value block, and takes groups
+  i and n-1-i together, so that all tasks cost the same under the causal mask.
 - Backward: a task is one head, walked key block by key block (outer) and query
   block by query block (inner, only blocks at or below the diagonal). dK and dV
   of the key block stay in stack tiles for the whole inner loop; dQ of the query
   block is added into dqkv after each pair of blocks. With one head per task no
   two threads ever write the same element: no atomics, and the result does not
-  depend on the thread count or schedule.
+  depend on the thread count or schedule. Every head costs the same, so B*NH
+  heads keep the threads evenly busy when B*NH is a multiple of their number
+  (for GPT-2, B*NH = 12B); otherwise the last round of heads leaves some idle.
 - exp is attn_exp, a vectorized expf accurate to 1.01 ulp (checked on every
   float in [-87.33, 10]).
+
+Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
+beyond them). Stack per thread: about 140 KB forward and 300 KB backward with
+AVX2, 260 KB and 400 KB with AVX-512; a thread's default stack is 2-8 MB.
 
 Vector width: 16 floats with AVX-512, 8 with AVX, 4 otherwise (the portable
 build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
@@ -143,6 +154,51 @@ ATTN_INLINE void attn_tile(const int R, attn_vec acc[ATTN_R][2], const float *a,
 
 static inline int attn_min(int a, int b) { return a < b ? a : b; }
 
+// Transposes the VW x VW block held in x[0..VW-1] (x[i] lane l becomes x[l] lane i): each round
+// swaps the off-diagonal b x b sub-blocks of every 2b x 2b block, b = VW/2, ..., 1.
+ATTN_INLINE void attn_transpose_block(attn_vec x[ATTN_VW]) {
+    #pragma GCC unroll 4
+    for (int b = ATTN_VW / 2; b >= 1; b /= 2) {
+        attn_ivec lo, hi;  // lanes of the shuffles: x[i]'s where bit b of the lane is clear, else x[i+b]'s
+        for (int l = 0; l < ATTN_VW; l++) {
+            lo[l] = (l & b) ? ATTN_VW + l - b : l;
+            hi[l] = (l & b) ? ATTN_VW + l : l + b;
+        }
+        #pragma GCC unroll 16
+        for (int i = 0; i < ATTN_VW; i++) {
+            if (i & b) { continue; }
+            const attn_vec top = x[i], bottom = x[i + b];
+            x[i] = __builtin_shuffle(top, bottom, lo);
+            x[i + b] = __builtin_shuffle(top, bottom, hi);
+        }
+    }
+}
+
+// dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc, or += scale * src[c*lds + r] if accumulate:
+// packs rows into columns and back, a VW x VW block at a time through registers.
+static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
+                           float scale, int accumulate) {
+    const int nr_full = nr / ATTN_VW * ATTN_VW, nc_full = nc / ATTN_VW * ATTN_VW;
+    for (int r0 = 0; r0 < nr_full; r0 += ATTN_VW) {
+        for (int c0 = 0; c0 < nc_full; c0 += ATTN_VW) {
+            attn_vec x[ATTN_VW];
+            for (int c = 0; c < ATTN_VW; c++) { x[c] = *(const attn_uvec *)(src + (c0 + c) * lds + r0); }
+            attn_transpose_block(x);
+            for (int r = 0; r < ATTN_VW; r++) {
+                attn_uvec *d = (attn_uvec *)(dst + (r0 + r) * ldd + c0);
+                *d = accumulate ? *d + scale * x[r] : x[r];
+            }
+        }
+    }
+    // the ragged edges, one element at a time
+    for (int r = 0; r < nr; r++) {
+        for (int c = r < nr_full ? nc_full : 0; c < nc; c++) {
+            float *d = dst + r * ldd + c;
+            *d = accumulate ? *d + scale * src[c * lds + r] : src[c * lds + r];
+        }
+    }
+}
+
 static void attn_check_shape(int T, int C, int NH) {
     if (NH <= 0 || C % NH != 0 || C / NH > ATTN_MAX_HS) {
         die("attention: head size C/NH = %d/%d must be a whole number <= %d", C, NH, ATTN_MAX_HS);
@@ -220,11 +276,10 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         struct attn_fwd_tile *tile = &tiles[t];
         tile->q0 = g0 + t * ATTN_W;
         tile->nq = attn_min(ATTN_W, T - tile->q0);
+        attn_transpose(tile->qt, ATTN_W, q + tile->q0 * C3, C3, hs, tile->nq, 1.0f, 0);
         for (int d = 0; d < hs; d++) {
-            for (int i = 0; i < ATTN_W; i++) {
-                tile->qt[d * ATTN_W + i] = i < tile->nq ? q[(tile->q0 + i) * C3 + d] : 0.0f;
-                tile->ot[d * ATTN_W + i] = 0.0f;
-            }
+            for (int i = tile->nq; i < ATTN_W; i++) { tile->qt[d * ATTN_W + i] = 0.0f; }  // past T
+            for (int i = 0; i < ATTN_W; i++) { tile->ot[d * ATTN_W + i] = 0.0f; }
         }
         for (int u = 0; u < 2; u++) {
             tile->m[u] = (attn_vec){0} - INFINITY;
@@ -278,9 +333,8 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         for (int d = 0; d < hs; d++) {
             for (int u = 0; u < 2; u++) { *(attn_vec *)(tile->ot + d * ATTN_W + u * ATTN_VW) /= tile->l[u]; }
         }
+        attn_transpose(out + ((size_t)b * T + tile->q0) * C + h * hs, C, tile->ot, ATTN_W, tile->nq, hs, 1.0f, 0);
         for (int i = 0; i < tile->nq; i++) {
-            float *o = out + ((size_t)b * T + tile->q0 + i) * C + h * hs;
-            for (int d = 0; d < hs; d++) { o[d] = tile->ot[d * ATTN_W + i]; }
             const float m = tile->m[i / ATTN_VW][i % ATTN_VW], l = tile->l[i / ATTN_VW][i % ATTN_VW];
             lse[((size_t)b * NH + h) * T + tile->q0 + i] = m + logf(l);
         }
@@ -418,13 +472,11 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
         const int nk = attn_min(ATTN_BLK, T - k0);
+        attn_transpose(kt, ATTN_BLK, k + k0 * C3, C3, hs, nk, 1.0f, 0);
+        attn_transpose(vt, ATTN_BLK, v + k0 * C3, C3, hs, nk, 1.0f, 0);
         for (int d = 0; d < hs; d++) {
-            for (int j = 0; j < ATTN_BLK; j++) {
-                kt[d * ATTN_BLK + j] = j < nk ? k[(k0 + j) * C3 + d] : 0.0f;
-                vt[d * ATTN_BLK + j] = j < nk ? v[(k0 + j) * C3 + d] : 0.0f;
-                dkt[d * ATTN_BLK + j] = 0.0f;
-                dvt[d * ATTN_BLK + j] = 0.0f;
-            }
+            for (int j = nk; j < ATTN_BLK; j++) { kt[d * ATTN_BLK + j] = vt[d * ATTN_BLK + j] = 0.0f; }  // past T
+            for (int j = 0; j < ATTN_BLK; j++) { dkt[d * ATTN_BLK + j] = dvt[d * ATTN_BLK + j] = 0.0f; }
         }
         for (int j = 0; j < ATTN_BLK; j++) {
             for (int d = 0; d < hs_pad; d++) { kp[j * hs_pad + d] = j < nk && d < hs ? k[(k0 + j) * C3 + d] : 0.0f; }
@@ -472,12 +524,8 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 }
             }
         }
-        for (int j = 0; j < nk; j++) {
-            for (int d = 0; d < hs; d++) {
-                dk[(k0 + j) * C3 + d] += scale * dkt[d * ATTN_BLK + j];
-                dv[(k0 + j) * C3 + d] += dvt[d * ATTN_BLK + j];
-            }
-        }
+        attn_transpose(dk + k0 * C3, C3, dkt, ATTN_BLK, nk, hs, scale, 1);
+        attn_transpose(dv + k0 * C3, C3, dvt, ATTN_BLK, nk, hs, 1.0f, 1);
     }
 }
 
