@@ -168,8 +168,15 @@ ATTN_INLINE void attn_transpose_block(attn_vec x[ATTN_VW]) {
         for (int i = 0; i < ATTN_VW; i++) {
             if (i & b) { continue; }
             const attn_vec top = x[i], bottom = x[i + b];
+#if defined(__clang__)  // has no __builtin_shuffle; it turns constant lane moves into shuffles itself
+            for (int l = 0; l < ATTN_VW; l++) {
+                x[i][l] = lo[l] < ATTN_VW ? top[lo[l]] : bottom[lo[l] - ATTN_VW];
+                x[i + b][l] = hi[l] < ATTN_VW ? top[hi[l]] : bottom[hi[l] - ATTN_VW];
+            }
+#else
             x[i] = __builtin_shuffle(top, bottom, lo);
             x[i + b] = __builtin_shuffle(top, bottom, hi);
+#endif
         }
     }
 }
