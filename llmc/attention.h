@@ -154,31 +154,41 @@ ATTN_INLINE void attn_tile(const int R, attn_vec acc[ATTN_R][2], const float *a,
 
 static inline int attn_min(int a, int b) { return a < b ? a : b; }
 
-// Transposes the VW x VW block held in x[0..VW-1] (x[i] lane l becomes x[l] lane i): each round
-// swaps the off-diagonal b x b sub-blocks of every 2b x 2b block, b = VW/2, ..., 1.
-ATTN_INLINE void attn_transpose_block(attn_vec x[ATTN_VW]) {
-    #pragma GCC unroll 4
-    for (int b = ATTN_VW / 2; b >= 1; b /= 2) {
-        attn_ivec lo, hi;  // lanes of the shuffles: x[i]'s where bit b of the lane is clear, else x[i+b]'s
-        for (int l = 0; l < ATTN_VW; l++) {
-            lo[l] = (l & b) ? ATTN_VW + l - b : l;
-            hi[l] = (l & b) ? ATTN_VW + l : l + b;
-        }
-        #pragma GCC unroll 16
-        for (int i = 0; i < ATTN_VW; i++) {
-            if (i & b) { continue; }
-            const attn_vec top = x[i], bottom = x[i + b];
-#if defined(__clang__)  // has no __builtin_shuffle; it turns constant lane moves into shuffles itself
-            for (int l = 0; l < ATTN_VW; l++) {
-                x[i][l] = lo[l] < ATTN_VW ? top[lo[l]] : bottom[lo[l] - ATTN_VW];
-                x[i + b][l] = hi[l] < ATTN_VW ? top[hi[l]] : bottom[hi[l] - ATTN_VW];
-            }
-#else
-            x[i] = __builtin_shuffle(top, bottom, lo);
-            x[i + b] = __builtin_shuffle(top, bottom, hi);
-#endif
-        }
+// One round of attn_transpose_block: swaps the off-diagonal b x b sub-blocks of
+// every 2b x 2b block of the VW x VW block held in x[0..VW-1]. b is a constant,
+// so the lane masks are too.
+ATTN_INLINE void attn_transpose_round(attn_vec x[ATTN_VW], const int b) {
+    attn_ivec lo, hi;  // lanes of the shuffles: x[i]'s where bit b of the lane is clear, else x[i+b]'s
+    for (int l = 0; l < ATTN_VW; l++) {
+        lo[l] = (l & b) ? ATTN_VW + l - b : l;
+        hi[l] = (l & b) ? ATTN_VW + l : l + b;
     }
+    #pragma GCC unroll 16
+    for (int i = 0; i < ATTN_VW; i++) {
+        if (i & b) { continue; }
+        const attn_vec top = x[i], bottom = x[i + b];
+#if defined(__clang__)  // has no __builtin_shuffle; it turns constant lane moves into shuffles itself
+        for (int l = 0; l < ATTN_VW; l++) {
+            x[i][l] = lo[l] < ATTN_VW ? top[lo[l]] : bottom[lo[l] - ATTN_VW];
+            x[i + b][l] = hi[l] < ATTN_VW ? top[hi[l]] : bottom[hi[l] - ATTN_VW];
+        }
+#else
+        x[i] = __builtin_shuffle(top, bottom, lo);
+        x[i + b] = __builtin_shuffle(top, bottom, hi);
+#endif
+    }
+}
+
+// Transposes the VW x VW block held in x[0..VW-1]: x[i] lane l becomes x[l] lane i.
+ATTN_INLINE void attn_transpose_block(attn_vec x[ATTN_VW]) {
+#if ATTN_VW == 16
+    attn_transpose_round(x, 8);
+#endif
+#if ATTN_VW >= 8
+    attn_transpose_round(x, 4);
+#endif
+    attn_transpose_round(x, 2);
+    attn_transpose_round(x, 1);
 }
 
 // dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc, or += scale * src[c*lds + r] if accumulate:
