@@ -366,8 +366,11 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
     const int n_groups = (T + group - 1) / group;
     // Query group i costs about i+1 units under the causal mask; groups i and
     // n_groups-1-i together cost the same for every i, so a task takes one such pair.
+    // Tasks are handed out dynamically, which evens out the few unequal ones (the
+    // middle group of an odd count, a short last group) when there are few tasks.
+    // Each output is written by one task alone, whichever thread runs it.
     const int n_pairs = (n_groups + 1) / 2;
-    #pragma omp parallel for collapse(3) schedule(static)
+    #pragma omp parallel for collapse(3) schedule(dynamic)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int p = 0; p < n_pairs; p++) {
