@@ -14,7 +14,8 @@ Versions:
      products, vectorized exp; dK and dV of the key block in stack tiles
   4  llmc/attention.h: as 3, with the query block's Q and dout packed
      contiguous once per block pair instead of read in place by every product,
-     and D = dout.out computed once per query instead of once per block pair
+     D = dout.out computed once per query instead of once per block pair, and
+     K^T, V^T, dK and dV transposed VW x VW blocks at a time in registers
 
 FLOPs counted: the five matrix products (S = Q K^T, dP = dO V^T, dV, dK, dQ)
 over the causal half only, 5 * 2*B*NH*hs*T(T+1)/2, 2.5x the forward's count;

@@ -11,7 +11,8 @@ Versions:
      online softmax, register-tiled vector products, vectorized exp, tasks
      paired so that each costs the same under the causal mask
   4  llmc/attention.h: as 3, but G tiles share each block of keys and values,
-     packed contiguous once instead of read from qkv by every tile
+     packed contiguous once instead of read from qkv by every tile, and Q^T
+     and the output are transposed VW x VW blocks at a time in registers
 
 FLOPs counted: the two matrix products (Q K^T and P V) over the causal half
 only, 2 * 2*B*NH*hs*T(T+1)/2; exp, max and sums are not counted. Version 2
@@ -19,6 +20,9 @@ computes the full (T,T) products, twice that, but is credited the same count.
 
 ./attention_forward        checks every version against version 1 on every shape and times it
 ./attention_forward N      the same for version N only
+Every version also runs twice on the same input and must give the same bits.
+Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
+sgemm calls from each OpenMP thread.
 */
 #include "common.h"
 #include <cblas.h>
