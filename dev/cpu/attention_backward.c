@@ -25,6 +25,9 @@ exp, the elementwise softmax backward and D = dout.out (2*hs per query; version
 
 ./attention_backward       checks every version against version 1 on every shape and times it
 ./attention_backward N     the same for version N only
+Every version also runs twice on the same input and must give the same bits.
+Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
+sgemm calls from each OpenMP thread.
 */
 #include "common.h"
 #include <cblas.h>
