@@ -25,9 +25,10 @@ which also time every step against it and against a (T,T)-materializing one):
   (Q^T, hs x W) so that scores come out as S^T (keys x queries): the softmax
   statistics of W queries are then plain vectors (no horizontal reductions),
   updated online one block of BK keys at a time. The output is accumulated
-  transposed too (O^T = V^T P^T) and transposed back once at the end. A task is
-  a group of G tiles sharing each packed key and value block, and takes groups
-  i and n-1-i together, so that all tasks cost the same under the causal mask.
+  transposed too (O^T = V^T P^T) and transposed back once at the end. A group
+  of G tiles (128 queries) shares each packed key and value block; a task takes
+  groups i and n-1-i together, so that all tasks cost the same under the causal
+  mask.
 - Backward: a task is one head, walked key block by key block (outer) and query
   block by query block (inner, only blocks at or below the diagonal). dK and dV
   of the key block stay in stack tiles for the whole inner loop; dQ of the query
@@ -40,7 +41,7 @@ which also time every step against it and against a (T,T)-materializing one):
   double-precision exp on every float in [-87.33, 88], with and without FMA).
 
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
-beyond them). Stack per thread: about 140 KB forward and 300 KB backward with
+beyond them). Stack per thread: about 200 KB forward and 300 KB backward with
 AVX2, 260 KB and 400 KB with AVX-512; a thread's default stack is 2-8 MB.
 
 Vector width: 16 floats with AVX-512, 8 with AVX, 4 otherwise (the portable
@@ -67,7 +68,7 @@ build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
 #define ATTN_R (ATTN_VW == 16 ? 12 : 6)
 #define ATTN_W (2 * ATTN_VW)   // queries (forward) or keys (backward) in one tile's two vectors
 #define ATTN_BK 64             // forward: keys per online-softmax block, a multiple of ATTN_W
-#define ATTN_G 4               // forward: query tiles per task, sharing each packed key block
+#define ATTN_G (128 / ATTN_W)  // forward: query tiles per group, sharing each packed key block
 #define ATTN_BLK 64            // backward: queries and keys per block, a multiple of ATTN_W
 #define ATTN_MAX_HS 128        // largest head size; sizes the stack tiles
 #define ATTN_MAX_T 8192        // longest sequence: the backward keeps dout.out of a head's rows on its stack

@@ -10,9 +10,10 @@ Versions:
   3  tiled: a task is a tile of W = 2 vectors of queries against blocks of keys,
      online softmax, register-tiled vector products, vectorized exp, tasks
      paired so that each costs the same under the causal mask
-  4  llmc/attention.h: as 3, but G tiles share each block of keys and values,
-     packed contiguous once instead of read from qkv by every tile, and Q^T
-     and the output are transposed VW x VW blocks at a time in registers
+  4  llmc/attention.h: as 3, but the tiles of a group of 128 queries share
+     each block of keys and values, packed contiguous once instead of read from
+     qkv by every tile, and Q^T and the output are transposed VW x VW blocks at
+     a time in registers
 
 FLOPs counted: the two matrix products (Q K^T and P V) over the causal half
 only, 2 * 2*B*NH*hs*T(T+1)/2; exp, max and sums are not counted. Version 2
@@ -102,7 +103,7 @@ static void attention_forward2(float *out, float *lse, const float *qkv, int B, 
 // lanes of two vectors) against all its keys; the products, exp and online
 // softmax are those of llmc/attention.h (whose helpers it calls), but every
 // tile reads K in place from qkv and packs its own copy of each V block.
-// Version 4 lets G tiles share each packed K and V block.
+// Version 4 lets the tiles of a group of 128 queries share each packed K and V block.
 
 // Queries q0 .. q0+W-1 (those < T) of head h of batch element b against keys 0 .. their own.
 static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int h, int q0,
