@@ -26,9 +26,9 @@ which also time every step against it and against a (T,T)-materializing one):
   statistics of W queries are then plain vectors (no horizontal reductions),
   updated online one block of BK keys at a time. The output is accumulated
   transposed too (O^T = V^T P^T) and transposed back once at the end. A group
-  of G tiles (128 queries) shares each packed key and value block; a task takes
-  groups i and n-1-i together, so that all tasks cost the same under the causal
-  mask.
+  of up to G tiles (128 queries) shares each packed key and value block; a task
+  takes groups i and n-1-i together, so that all tasks cost the same under the
+  causal mask. Small problems get smaller groups, so that there are enough tasks.
 - Backward: a task is one head, walked key block by key block (outer) and query
   block by query block (inner, only blocks at or below the diagonal). dK and dV
   of the key block stay in stack tiles for the whole inner loop; dQ of the query
@@ -52,6 +52,9 @@ build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "utils.h"
 
 #ifndef ATTN_VW
@@ -276,10 +279,10 @@ struct attn_fwd_tile {
     float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
 };
 
-// Queries g0 .. g0 + G*W - 1 (those < T) of head h of batch element b against keys 0 .. their own.
-// The G query tiles share each packed block of keys and values.
-static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int T, int C,
-                           int NH, float scale) {
+// Queries g0 .. g0 + group_tiles*W - 1 (those < T) of head h of batch element b against keys
+// 0 .. their own. The group's query tiles (at most ATTN_G) share each packed block of keys and values.
+static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int group_tiles,
+                           int T, int C, int NH, float scale) {
     const int hs = C / NH;
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
@@ -290,7 +293,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
     float kb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
     float vb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
     float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));  // S^T then P^T of a tile and a key block
-    const int n_tiles = attn_min(ATTN_G, (T - g0 + ATTN_W - 1) / ATTN_W);
+    const int n_tiles = attn_min(group_tiles, (T - g0 + ATTN_W - 1) / ATTN_W);
     for (int t = 0; t < n_tiles; t++) {
         struct attn_fwd_tile *tile = &tiles[t];
         tile->q0 = g0 + t * ATTN_W;
@@ -305,7 +308,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             tile->l[u] = (attn_vec){0};
         }
     }
-    const int kend = attn_min(g0 + ATTN_G * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
+    const int kend = attn_min(g0 + n_tiles * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
     for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
         const int nk_block = attn_min(ATTN_BK, kend - k0);
         for (int j = 0; j < nk_block; j++) {
@@ -364,21 +367,33 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
 static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
     attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
-    const int group = ATTN_G * ATTN_W;
-    const int n_groups = (T + group - 1) / group;
     // Query group i costs about i+1 units under the causal mask; groups i and
     // n_groups-1-i together cost the same for every i, so a task takes one such pair.
     // Tasks are handed out dynamically, which evens out the few unequal ones (the
-    // middle group of an odd count, a short last group) when there are few tasks.
-    // Each output is written by one task alone, whichever thread runs it.
+    // middle group of an odd count, a short last group). Groups are made smaller
+    // while that leaves fewer than 8 tasks per thread; a tile's results are the
+    // same bits whatever group computes it, and each output is written by one task.
+    const int n_tiles = (T + ATTN_W - 1) / ATTN_W;
+#ifdef _OPENMP
+    const int n_threads = omp_get_max_threads();
+#else
+    const int n_threads = 1;
+#endif
+    int group_tiles = ATTN_G;
+    while (group_tiles > 1 &&
+           (size_t)B * NH * (((n_tiles + group_tiles - 1) / group_tiles + 1) / 2) < 8 * (size_t)n_threads) {
+        group_tiles /= 2;
+    }
+    const int group = group_tiles * ATTN_W;
+    const int n_groups = (T + group - 1) / group;
     const int n_pairs = (n_groups + 1) / 2;
     #pragma omp parallel for collapse(3) schedule(dynamic)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int p = 0; p < n_pairs; p++) {
-                attn_fwd_group(out, lse, qkv, b, h, p * group, T, C, NH, scale);
+                attn_fwd_group(out, lse, qkv, b, h, p * group, group_tiles, T, C, NH, scale);
                 if (n_groups - 1 - p != p) {
-                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, T, C, NH, scale);
+                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, group_tiles, T, C, NH, scale);
                 }
             }
         }
