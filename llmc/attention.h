@@ -1,5 +1,5 @@
 /*
-Causal multi-head self-attention.
+Causal multi-head self-attention, flash-style: tiled, vectorized, OpenMP-parallel.
 
 qkv is (B, T, 3C): for each position the query, key and value vectors side by
 side, each (C) = NH heads of hs = C / NH channels; head h of the query of
@@ -7,84 +7,577 @@ position t is qkv[(b*T + t)*3C + h*hs], its key is C further, its value 2C.
 
 The (T, T) attention matrix is never stored. The forward pass keeps only the
 log-sum-exp of each softmax row, lse (B, NH, T); the backward pass recomputes
-the probabilities from it: p = exp(q.k * scale - lse). Memory stays O(B*T*C).
+the probabilities from it: p = exp(q.k * scale - lse). Memory stays O(B*T*C),
+and nothing is allocated: each thread works in fixed-size tiles on its stack.
+
+How the work is laid out (the simple, obviously correct version of both
+kernels is version 1 in dev/cpu/attention_forward.c and attention_backward.c,
+which also time every step against it and against a (T,T)-materializing one):
+- Every product is a small matrix product whose inner step broadcasts R
+  scalars of one operand and multiplies them with two vectors of the other,
+  held in R x 2 vector accumulators (attn_tile). The broadcast side needs no
+  padding, so any hs works; operands are packed into contiguous tiles on the
+  stack first, because rows of qkv are 3C floats apart (a multiple of a large
+  power of two): read in place they would share few cache sets and each need a
+  page of its own. Transposed packing goes VW x VW blocks at a time through
+  registers (attn_transpose).
+- Forward: a tile is W = 2 vectors of queries of one head, packed transposed
+  (Q^T, hs x W) so that scores come out as S^T (keys x queries): the softmax
+  statistics of W queries are then plain vectors (no horizontal reductions),
+  updated online one block of BK keys at a time. The output is accumulated
+  transposed too (O^T = V^T P^T) and transposed back once at the end. A group
+  of up to G tiles (128 queries) shares each packed key and value block; a task
+  takes groups i and n-1-i together, so that all tasks cost the same under the
+  causal mask. Small problems get smaller groups, so that there are enough tasks.
+- Backward: a task is one head, walked key block by key block (outer) and query
+  block by query block (inner, only blocks at or below the diagonal). dK and dV
+  of the key block stay in stack tiles for the whole inner loop; dQ of the query
+  block is added into dqkv after each pair of blocks. With one head per task no
+  two threads ever write the same element: no atomics, and the result does not
+  depend on the thread count or schedule. Every head costs the same, so B*NH
+  heads keep the threads evenly busy when B*NH is a multiple of their number
+  (for GPT-2, B*NH = 12B); otherwise the last round of heads leaves some idle.
+- exp is attn_exp, a vectorized expf accurate to 1.01 ulp (checked against
+  double-precision exp on every float in [-87.33, 88], with and without FMA).
+
+Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
+beyond them). Stack per thread: about 200 KB forward and 300 KB backward with
+AVX2, 260 KB and 400 KB with AVX-512; a thread's default stack is 2-8 MB.
+
+Vector width: 16 floats with AVX-512, 8 with AVX, 4 otherwise (the portable
+build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
 */
 #pragma once
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "utils.h"
+
+#ifndef ATTN_VW
+#if defined(__AVX512F__)
+#define ATTN_VW 16
+#elif defined(__AVX__)
+#define ATTN_VW 8
+#else
+#define ATTN_VW 4
+#endif
+#endif
+// Rows of a register tile: R x 2 accumulators + 2 vectors + 1 broadcast fit the
+// 32 registers of AVX-512 or the 16 of AVX2 and SSE.
+#define ATTN_R (ATTN_VW == 16 ? 12 : 6)
+#define ATTN_W (2 * ATTN_VW)   // queries (forward) or keys (backward) in one tile's two vectors
+#define ATTN_BK 64             // forward: keys per online-softmax block, a multiple of ATTN_W
+#define ATTN_G (128 / ATTN_W)  // forward: query tiles per group, sharing each packed key block
+#define ATTN_BLK 64            // backward: queries and keys per block, a multiple of ATTN_W
+#define ATTN_MAX_HS 128        // largest head size; sizes the stack tiles
+#define ATTN_MAX_T 8192        // longest sequence: the backward keeps dout.out of a head's rows on its stack
+
+// All vector helpers are static and inlined, so passing vectors by value has no ABI to keep.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+typedef float attn_vec __attribute__((vector_size(ATTN_VW * sizeof(float))));
+typedef int32_t attn_ivec __attribute__((vector_size(ATTN_VW * sizeof(float))));
+typedef float attn_uvec __attribute__((vector_size(ATTN_VW * sizeof(float)), aligned(4)));  // unaligned
+
+#define ATTN_INLINE static inline __attribute__((always_inline))
+
+ATTN_INLINE attn_vec attn_max(attn_vec a, attn_vec b) {
+    attn_ivec a_bigger = a > b;
+    return (attn_vec)(((attn_ivec)a & a_bigger) | ((attn_ivec)b & ~a_bigger));
+}
+
+// Lane i holds i.
+ATTN_INLINE attn_ivec attn_iota(void) {
+    attn_ivec v;
+    for (int i = 0; i < ATTN_VW; i++) { v[i] = i; }
+    return v;
+}
+
+// exp(x), at most 1.01 ulp from the exact value for x in [-87.33, 88]; 0 for x < -87.33
+// (including -inf, which is how masked scores arrive). Cody-Waite reduction
+// x = n ln2 + r, |r| <= ln2/2, Cephes' polynomial for exp(r), then 2^n is added
+// to the exponent bits.
+ATTN_INLINE attn_vec attn_exp(attn_vec x) {
+    const float round_magic = 0x1.8p23f;            // adding it rounds to an integer, kept in the low bits
+    attn_vec t = x * 1.44269504088896341f + round_magic;
+    attn_vec n = t - round_magic;                   // round(x / ln2)
+    // ln2 = 0.693359375 - 2.12194440e-4: the first part has few bits, so n times it is exact
+    attn_vec r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    attn_vec p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r;
+    p = p + 1.0f;
+    attn_vec y = (attn_vec)((attn_ivec)p + ((attn_ivec)t << 23));   // low bits of t are n: scale by 2^n
+    return (attn_vec)((attn_ivec)y & ~(x < -87.33f));
+}
+
+// The register tile: acc[r][v] += sum_{k<K} a[r*a_r + k*a_k] * b[k*ldb + v*ATTN_VW], r < R, v < 2.
+// a is read one scalar at a time (broadcast), b two aligned vectors at a time.
+// Called with a constant R (see ATTN_WITH_ROWS), so the accumulators stay in registers.
+ATTN_INLINE void attn_tile(const int R, attn_vec acc[ATTN_R][2], const float *a, ptrdiff_t a_r,
+                           ptrdiff_t a_k, const float *b, ptrdiff_t ldb, int K) {
+    for (int k = 0; k < K; k++) {
+        const attn_vec b0 = *(const attn_vec *)(b + k * ldb);
+        const attn_vec b1 = *(const attn_vec *)(b + k * ldb + ATTN_VW);
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const float ar = a[r * a_r + k * a_k];
+            acc[r][0] += ar * b0;
+            acc[r][1] += ar * b1;
+        }
+    }
+}
+
+// Calls fn(rows, ...) with rows in 1..ATTN_R as a compile-time constant.
+#if ATTN_R > 6
+#define ATTN_WIDE_ROWS(fn, ...)                                                              \
+    case 7: fn(7, __VA_ARGS__); break; case 8: fn(8, __VA_ARGS__); break;                    \
+    case 9: fn(9, __VA_ARGS__); break; case 10: fn(10, __VA_ARGS__); break;                  \
+    case 11: fn(11, __VA_ARGS__); break; case 12: fn(12, __VA_ARGS__); break;
+#else
+#define ATTN_WIDE_ROWS(fn, ...)
+#endif
+#define ATTN_WITH_ROWS(rows, fn, ...)                                                        \
+    do {                                                                                     \
+        switch (rows) {                                                                      \
+        case 1: fn(1, __VA_ARGS__); break; case 2: fn(2, __VA_ARGS__); break;                \
+        case 3: fn(3, __VA_ARGS__); break; case 4: fn(4, __VA_ARGS__); break;                \
+        case 5: fn(5, __VA_ARGS__); break; case 6: fn(6, __VA_ARGS__); break;                \
+        ATTN_WIDE_ROWS(fn, __VA_ARGS__)                                                      \
+        default: break;                                                                      \
+        }                                                                                    \
+    } while (0)
+
+static inline int attn_min(int a, int b) { return a < b ? a : b; }
+
+// One round of attn_transpose_block: swaps the off-diagonal b x b sub-blocks of
+// every 2b x 2b block of the VW x VW block held in x[0..VW-1]. b is a constant,
+// so the lane masks are too.
+ATTN_INLINE void attn_transpose_round(attn_vec x[ATTN_VW], const int b) {
+    attn_ivec lo, hi;  // lanes of the shuffles: x[i]'s where bit b of the lane is clear, else x[i+b]'s
+    for (int l = 0; l < ATTN_VW; l++) {
+        lo[l] = (l & b) ? ATTN_VW + l - b : l;
+        hi[l] = (l & b) ? ATTN_VW + l : l + b;
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < ATTN_VW; i++) {
+        if (i & b) { continue; }
+        const attn_vec top = x[i], bottom = x[i + b];
+#if defined(__clang__)  // has no __builtin_shuffle; it turns constant lane moves into shuffles itself
+        for (int l = 0; l < ATTN_VW; l++) {
+            x[i][l] = lo[l] < ATTN_VW ? top[lo[l]] : bottom[lo[l] - ATTN_VW];
+            x[i + b][l] = hi[l] < ATTN_VW ? top[hi[l]] : bottom[hi[l] - ATTN_VW];
+        }
+#else
+        x[i] = __builtin_shuffle(top, bottom, lo);
+        x[i + b] = __builtin_shuffle(top, bottom, hi);
+#endif
+    }
+}
+
+// Transposes the VW x VW block held in x[0..VW-1]: x[i] lane l becomes x[l] lane i.
+ATTN_INLINE void attn_transpose_block(attn_vec x[ATTN_VW]) {
+#if ATTN_VW == 16
+    attn_transpose_round(x, 8);
+#endif
+#if ATTN_VW >= 8
+    attn_transpose_round(x, 4);
+#endif
+    attn_transpose_round(x, 2);
+    attn_transpose_round(x, 1);
+}
+
+// dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc, or += scale * src[c*lds + r] if accumulate:
+// packs rows into columns and back, a VW x VW block at a time through registers.
+static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
+                           float scale, int accumulate) {
+    const int nr_full = nr / ATTN_VW * ATTN_VW, nc_full = nc / ATTN_VW * ATTN_VW;
+    for (int r0 = 0; r0 < nr_full; r0 += ATTN_VW) {
+        for (int c0 = 0; c0 < nc_full; c0 += ATTN_VW) {
+            attn_vec x[ATTN_VW];
+            for (int c = 0; c < ATTN_VW; c++) { x[c] = *(const attn_uvec *)(src + (c0 + c) * lds + r0); }
+            attn_transpose_block(x);
+            for (int r = 0; r < ATTN_VW; r++) {
+                attn_uvec *d = (attn_uvec *)(dst + (r0 + r) * ldd + c0);
+                *d = accumulate ? *d + scale * x[r] : x[r];
+            }
+        }
+    }
+    // the ragged edges, one element at a time
+    for (int r = 0; r < nr; r++) {
+        for (int c = r < nr_full ? nc_full : 0; c < nc; c++) {
+            float *d = dst + r * ldd + c;
+            *d = accumulate ? *d + scale * src[c * lds + r] : src[c * lds + r];
+        }
+    }
+}
+
+static void attn_check_shape(int T, int C, int NH) {
+    if (NH <= 0 || C % NH != 0 || C / NH > ATTN_MAX_HS) {
+        die("attention: head size C/NH = %d/%d must be a whole number <= %d", C, NH, ATTN_MAX_HS);
+    }
+    if (T > ATTN_MAX_T) { die("attention: sequence length T = %d is over the supported %d", T, ATTN_MAX_T); }
+}
+
+// ----------------------------------------------------------------------------
+// forward
+
+// Scores of R keys (rows of S^T) against a tile's W queries, masked where the
+// key comes after the query, stored to st; mx collects the column maxima.
+// k points at the first key (rows ldk apart), qt is the tile's Q^T (hs x W),
+// j0 and q0 are the positions of the first key and the first query.
+ATTN_INLINE void attn_fwd_scores(const int R, float *st, attn_vec mx[2], const float *k, ptrdiff_t ldk,
+                                 const float *qt, int hs, int j0, int q0) {
+    attn_vec acc[ATTN_R][2] = {{{0}}};
+    attn_tile(R, acc, k, ldk, 1, qt, ATTN_W, hs);
+    for (int r = 0; r < R; r++) {
+        const int j = j0 + r;
+        for (int v = 0; v < 2; v++) {
+            attn_vec s = acc[r][v];
+            if (j > q0 + v * ATTN_VW) {  // some queries of this vector precede key j
+                attn_ivec masked = attn_iota() + (q0 + v * ATTN_VW) < j;
+                const attn_vec neg_inf = (attn_vec){0} - INFINITY;
+                s = (attn_vec)(((attn_ivec)s & ~masked) | ((attn_ivec)neg_inf & masked));
+            }
+            *(attn_vec *)(st + r * ATTN_W + v * ATTN_VW) = s;
+            mx[v] = attn_max(mx[v], s);
+        }
+    }
+}
+
+// ot rows d .. d+R-1 (of O^T, hs x W) = alpha * ot + sum over nk keys of v[key][d] * pt[key],
+// v pointing at channel d of the first key's value (rows ldv apart), pt = P^T (nk x W).
+ATTN_INLINE void attn_fwd_values(const int R, float *ot, const attn_vec alpha[2], const float *v, ptrdiff_t ldv,
+                                 const float *pt, int nk) {
+    attn_vec acc[ATTN_R][2];
+    for (int r = 0; r < R; r++) {
+        acc[r][0] = *(attn_vec *)(ot + r * ATTN_W) * alpha[0];
+        acc[r][1] = *(attn_vec *)(ot + r * ATTN_W + ATTN_VW) * alpha[1];
+    }
+    attn_tile(R, acc, v, 1, ldv, pt, ATTN_W, nk);
+    for (int r = 0; r < R; r++) {
+        *(attn_vec *)(ot + r * ATTN_W) = acc[r][0];
+        *(attn_vec *)(ot + r * ATTN_W + ATTN_VW) = acc[r][1];
+    }
+}
+
+// The state of one query tile: queries q0 .. q0+nq-1 in the lanes of two vectors.
+struct attn_fwd_tile {
+    int q0, nq;
+    attn_vec m[2];  // running maximum of the scaled scores
+    attn_vec l[2];  // running sum of exp(score - m)
+    float qt[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // Q^T: qt[d*W + i] = q[q0+i][d]
+    float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
+};
+
+// Queries g0 .. g0 + group_tiles*W - 1 (those < T) of head h of batch element b against keys
+// 0 .. their own. The group's query tiles (at most ATTN_G) share each packed block of keys and values.
+static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int group_tiles,
+                           int T, int C, int NH, float scale) {
+    const int hs = C / NH;
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
+    const float *k = q + C, *v = q + 2 * C;               // key and value likewise
+    struct attn_fwd_tile tiles[ATTN_G];
+    // K and V of a key block, rows packed hs apart: in qkv they are 3C floats apart, a multiple
+    // of a large power of two, so they would share few cache sets and need a page each
+    float kb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    float vb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));  // S^T then P^T of a tile and a key block
+    const int n_tiles = attn_min(group_tiles, (T - g0 + ATTN_W - 1) / ATTN_W);
+    for (int t = 0; t < n_tiles; t++) {
+        struct attn_fwd_tile *tile = &tiles[t];
+        tile->q0 = g0 + t * ATTN_W;
+        tile->nq = attn_min(ATTN_W, T - tile->q0);
+        attn_transpose(tile->qt, ATTN_W, q + tile->q0 * C3, C3, hs, tile->nq, 1.0f, 0);
+        for (int d = 0; d < hs; d++) {
+            for (int i = tile->nq; i < ATTN_W; i++) { tile->qt[d * ATTN_W + i] = 0.0f; }  // past T
+            for (int i = 0; i < ATTN_W; i++) { tile->ot[d * ATTN_W + i] = 0.0f; }
+        }
+        for (int u = 0; u < 2; u++) {
+            tile->m[u] = (attn_vec){0} - INFINITY;
+            tile->l[u] = (attn_vec){0};
+        }
+    }
+    const int kend = attn_min(g0 + n_tiles * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
+    for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
+        const int nk_block = attn_min(ATTN_BK, kend - k0);
+        for (int j = 0; j < nk_block; j++) {
+            for (int d = 0; d < hs; d++) {
+                kb[j * hs + d] = k[(k0 + j) * C3 + d];
+                vb[j * hs + d] = v[(k0 + j) * C3 + d];
+            }
+        }
+        for (int t = 0; t < n_tiles; t++) {
+            struct attn_fwd_tile *tile = &tiles[t];
+            // ATTN_BK is a multiple of W, and so is q0: a block that starts before the tile's
+            // last query starts at or before its first, so every query sees a key of the block
+            // and its block maximum is finite
+            if (k0 >= tile->q0 + tile->nq) { continue; }
+            const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
+            attn_vec mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
+            mx[0] = mx[1] = (attn_vec){0} - INFINITY;
+            for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
+                ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kb + j0 * hs,
+                               hs, tile->qt, hs, k0 + j0, tile->q0);
+            }
+            attn_vec alpha[2], sum[2] = {{0}};
+            for (int u = 0; u < 2; u++) {
+                const attn_vec m_new = attn_max(tile->m[u], mx[u] * scale);
+                alpha[u] = attn_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
+                tile->m[u] = m_new;
+            }
+            for (int j = 0; j < nk; j++) {
+                for (int u = 0; u < 2; u++) {
+                    attn_vec *s = (attn_vec *)(st + j * ATTN_W + u * ATTN_VW);
+                    *s = attn_exp(*s * scale - tile->m[u]);
+                    sum[u] += *s;
+                }
+            }
+            for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
+            for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+                ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
+                               vb + d0, hs, st, nk);
+            }
+        }
+    }
+    for (int t = 0; t < n_tiles; t++) {
+        struct attn_fwd_tile *tile = &tiles[t];
+        for (int d = 0; d < hs; d++) {
+            for (int u = 0; u < 2; u++) { *(attn_vec *)(tile->ot + d * ATTN_W + u * ATTN_VW) /= tile->l[u]; }
+        }
+        attn_transpose(out + ((size_t)b * T + tile->q0) * C + h * hs, C, tile->ot, ATTN_W, tile->nq, hs, 1.0f, 0);
+        for (int i = 0; i < tile->nq; i++) {
+            const float m = tile->m[i / ATTN_VW][i % ATTN_VW], l = tile->l[i / ATTN_VW][i % ATTN_VW];
+            lse[((size_t)b * NH + h) * T + tile->q0 + i] = m + logf(l);
+        }
+    }
+}
 
 // out is (B, T, C), lse is (B, NH, T), qkv is (B, T, 3C).
 static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
-    #pragma omp parallel for collapse(3)
+    attn_check_shape(T, C, NH);
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    // Query group i costs about i+1 units under the causal mask; groups i and
+    // n_groups-1-i together cost the same for every i, so a task takes one such pair.
+    // Tasks are handed out dynamically, which evens out the few unequal ones (the
+    // middle group of an odd count, a short last group). Groups are made smaller
+    // while that leaves fewer than 8 tasks per thread; a tile's results are the
+    // same bits whatever group computes it, and each output is written by one task.
+    const int n_tiles = (T + ATTN_W - 1) / ATTN_W;
+#ifdef _OPENMP
+    const int n_threads = omp_get_max_threads();
+#else
+    const int n_threads = 1;
+#endif
+    int group_tiles = ATTN_G;
+    while (group_tiles > 1 &&
+           (size_t)B * NH * (((n_tiles + group_tiles - 1) / group_tiles + 1) / 2) < 8 * (size_t)n_threads) {
+        group_tiles /= 2;
+    }
+    const int group = group_tiles * ATTN_W;
+    const int n_groups = (T + group - 1) / group;
+    const int n_pairs = (n_groups + 1) / 2;
+    #pragma omp parallel for collapse(3) schedule(dynamic)
     for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            for (int h = 0; h < NH; h++) {
-                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                // online softmax over keys 0..t: running max m, running sum l, o = sum p_j v_j
-                float m = -INFINITY, l = 0.0f;
-                for (int i = 0; i < hs; i++) { o[i] = 0.0f; }
-                for (int j = 0; j <= t; j++) {
-                    const float *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
-                    const float *v = k + C;
-                    float s = 0.0f;
-                    for (int i = 0; i < hs; i++) { s += q[i] * k[i]; }
-                    s *= scale;
-                    if (s > m) {  // new maximum: rescale what was summed so far
-                        float r = expf(m - s);
-                        l *= r;
-                        for (int i = 0; i < hs; i++) { o[i] *= r; }
-                        m = s;
-                    }
-                    float p = expf(s - m);
-                    l += p;
-                    for (int i = 0; i < hs; i++) { o[i] += p * v[i]; }
+        for (int h = 0; h < NH; h++) {
+            for (int p = 0; p < n_pairs; p++) {
+                attn_fwd_group(out, lse, qkv, b, h, p * group, group_tiles, T, C, NH, scale);
+                if (n_groups - 1 - p != p) {
+                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, group_tiles, T, C, NH, scale);
                 }
-                for (int i = 0; i < hs; i++) { o[i] /= l; }
-                lse[((size_t)b * NH + h) * T + t] = m + logf(l);
             }
         }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// backward
+//
+// Per head, with S = scale Q K^T, P = exp(S - lse), dP = dO V^T and
+// D_i = dO_i . O_i (= sum_j P_ij dP_ij):
+//   dS = P * (dP - D),  dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
+
+// The rows of one (query block, key block) tile pair: P and dS of R queries
+// against the two key vectors starting at column c of the key block.
+// q and go point at the first query's q and dout (rows ldq and ldgo apart),
+// kt and vt at column c of K^T and V^T (hs x BLK), lse_i and D_i per row.
+ATTN_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *q, ptrdiff_t ldq,
+                                const float *go, ptrdiff_t ldgo, const float *kt, const float *vt, int hs,
+                                const float *row_lse, const float *row_D, float scale, int mask_from) {
+    attn_vec acc[ATTN_R][2] = {{{0}}};
+    attn_tile(R, acc, q, ldq, 1, kt, ATTN_BLK, hs);
+    for (int r = 0; r < R; r++) {
+        for (int v = 0; v < 2; v++) {
+            attn_vec p = attn_exp(acc[r][v] * scale - row_lse[r]);
+            // on the diagonal, key (column) c+v*VW+lane comes after query (row) r for lane > mask_from + r - v*VW
+            if (mask_from + r < (v + 1) * ATTN_VW - 1) {
+                attn_ivec masked = attn_iota() + v * ATTN_VW > mask_from + r;
+                p = (attn_vec)((attn_ivec)p & ~masked);
+            }
+            *(attn_vec *)(pb + r * ATTN_BLK + v * ATTN_VW) = p;
+        }
+    }
+    attn_vec dp[ATTN_R][2] = {{{0}}};
+    attn_tile(R, dp, go, ldgo, 1, vt, ATTN_BLK, hs);
+    for (int r = 0; r < R; r++) {
+        for (int v = 0; v < 2; v++) {
+            const attn_vec p = *(attn_vec *)(pb + r * ATTN_BLK + v * ATTN_VW);
+            *(attn_vec *)(dsb + r * ATTN_BLK + v * ATTN_VW) = p * (dp[r][v] - row_D[r]);
+        }
+    }
+}
+
+// grad rows d .. d+R-1 (of dK^T or dV^T, hs x BLK), two key vectors: += sum over K queries
+// of x[query][d] * w[query], x pointing at channel d of the first query (rows ldx apart),
+// w at the key vectors in row 0 of P or dS (BLK x BLK).
+ATTN_INLINE void attn_bwd_kv(const int R, float *grad, const float *x, ptrdiff_t ldx, const float *w, int K) {
+    attn_vec acc[ATTN_R][2];
+    for (int r = 0; r < R; r++) {
+        acc[r][0] = *(attn_vec *)(grad + r * ATTN_BLK);
+        acc[r][1] = *(attn_vec *)(grad + r * ATTN_BLK + ATTN_VW);
+    }
+    attn_tile(R, acc, x, 1, ldx, w, ATTN_BLK, K);
+    for (int r = 0; r < R; r++) {
+        *(attn_vec *)(grad + r * ATTN_BLK) = acc[r][0];
+        *(attn_vec *)(grad + r * ATTN_BLK + ATTN_VW) = acc[r][1];
+    }
+}
+
+// dq rows (R queries, C3 apart), channels c0 .. c0+2VW-1 (those < hs) += scale * dS K:
+// dsb at row 0 of dS (BLK x BLK), kp at channel c0 of key 0 of K (BLK x ldk).
+ATTN_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const float *dsb, const float *kp,
+                            ptrdiff_t ldk, int nk, int c0, int hs, float scale) {
+    attn_vec acc[ATTN_R][2] = {{{0}}};
+    attn_tile(R, acc, dsb, ATTN_BLK, 1, kp, ldk, nk);
+    for (int r = 0; r < R; r++) {
+        for (int v = 0; v < 2; v++) {
+            float *dst = dq + r * C3 + c0 + v * ATTN_VW;
+            const attn_vec add = acc[r][v] * scale;
+            if (c0 + (v + 1) * ATTN_VW <= hs) {
+                *(attn_uvec *)dst += add;
+            } else {
+                for (int i = 0; c0 + v * ATTN_VW + i < hs; i++) { dst[i] += add[i]; }
+            }
+        }
+    }
+}
+
+static float attn_dot(const float *a, const float *b, int n) {
+    attn_vec acc = {0};
+    int i = 0;
+    for (; i + ATTN_VW <= n; i += ATTN_VW) { acc += *(const attn_uvec *)(a + i) * *(const attn_uvec *)(b + i); }
+    float s = 0.0f;
+    for (; i < n; i++) { s += a[i] * b[i]; }
+    for (int u = 0; u < ATTN_VW; u++) { s += acc[u]; }
+    return s;
+}
+
+// All of head h of batch element b.
+static void attn_bwd_head(float *dqkv, const float *dout, const float *out, const float *lse,
+                          const float *qkv, int b, int h, int T, int C, int NH, float scale) {
+    const int hs = C / NH;
+    const int hs_pad = (hs + ATTN_W - 1) / ATTN_W * ATTN_W;  // K's rows padded to whole tiles
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    const size_t head = (size_t)b * T * C3 + h * hs;  // query of position t at head + t*C3, key +C, value +2C
+    const float *q = qkv + head, *k = q + C, *v = q + 2 * C;
+    float *dq = dqkv + head, *dk = dq + C, *dv = dq + 2 * C;
+    const float *go = dout + (size_t)b * T * C + h * hs;  // dout and out of position t: + t*C
+    const float *o = out + (size_t)b * T * C + h * hs;
+    const float *head_lse = lse + ((size_t)b * NH + h) * T;
+    float kt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));   // K^T of the key block (hs x BLK)
+    float vt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));   // V^T
+    float kp[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));   // K (BLK x hs_pad)
+    float dkt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dK^T / scale
+    float dvt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dV^T
+    // Q and dout of the query block, rows packed hs apart: the products read them many times, and
+    // their rows 3C and C apart in memory would fall into few cache sets and many pages
+    float qb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    float pb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));      // P of a tile pair (queries x keys)
+    float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
+    float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
+    for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
+    for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
+        const int nk = attn_min(ATTN_BLK, T - k0);
+        attn_transpose(kt, ATTN_BLK, k + k0 * C3, C3, hs, nk, 1.0f, 0);
+        attn_transpose(vt, ATTN_BLK, v + k0 * C3, C3, hs, nk, 1.0f, 0);
+        for (int d = 0; d < hs; d++) {
+            for (int j = nk; j < ATTN_BLK; j++) { kt[d * ATTN_BLK + j] = vt[d * ATTN_BLK + j] = 0.0f; }  // past T
+            for (int j = 0; j < ATTN_BLK; j++) { dkt[d * ATTN_BLK + j] = dvt[d * ATTN_BLK + j] = 0.0f; }
+        }
+        for (int j = 0; j < ATTN_BLK; j++) {
+            for (int d = 0; d < hs_pad; d++) { kp[j * hs_pad + d] = j < nk && d < hs ? k[(k0 + j) * C3 + d] : 0.0f; }
+        }
+        // query blocks at and below the diagonal; the first (q0 = k0) is the diagonal one,
+        // where query i sees only keys j <= i of the block
+        for (int q0 = k0; q0 < T; q0 += ATTN_BLK) {
+            const int nq = attn_min(ATTN_BLK, T - q0);
+            const int diag = q0 == k0;
+            for (int i = 0; i < nq; i++) {
+                for (int d = 0; d < hs; d++) {
+                    qb[i * hs + d] = q[(q0 + i) * C3 + d];
+                    gob[i * hs + d] = go[(q0 + i) * C + d];
+                }
+            }
+            for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
+                const int rows = attn_min(ATTN_R, nq - i0);
+                for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
+                    // keys all after these queries: P = dS = 0, and the products below never read them
+                    if (diag && c > i0 + rows - 1) { continue; }
+                    // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
+                    ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
+                                   qb + i0 * hs, hs, gob + i0 * hs, hs, kt + c, vt + c, hs,
+                                   head_lse + q0 + i0, head_D + q0 + i0, scale, diag ? i0 - c : ATTN_BLK);
+                }
+            }
+            for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
+                // on the diagonal, queries before key column c contribute nothing
+                const int i_from = diag ? c : 0;
+                if (i_from >= nq) { continue; }
+                for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+                    const int rows = attn_min(ATTN_R, hs - d0);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, gob + i_from * hs + d0, hs,
+                                   pb + i_from * ATTN_BLK + c, nq - i_from);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, qb + i_from * hs + d0, hs,
+                                   dsb + i_from * ATTN_BLK + c, nq - i_from);
+                }
+            }
+            for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
+                const int rows = attn_min(ATTN_R, nq - i0);
+                const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
+                for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
+                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, dsb + i0 * ATTN_BLK, kp + c0, hs_pad,
+                                   keys, c0, hs, scale);
+                }
+            }
+        }
+        attn_transpose(dk + k0 * C3, C3, dkt, ATTN_BLK, nk, hs, scale, 1);
+        attn_transpose(dv + k0 * C3, C3, dvt, ATTN_BLK, nk, hs, 1.0f, 1);
     }
 }
 
 // Accumulates dqkv (B, T, 3C) from dout (B, T, C), given the forward's out, lse and qkv.
-// With p the softmax row and dp_j = dout.v_j, the softmax backward is
-// ds_j = p_j (dp_j - sum_i p_i dp_i), and sum_i p_i dp_i = dout.out.
 static void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
                                const float *qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
-    // one (b, h) per task: keys and values of a head receive gradient from all its queries
-    #pragma omp parallel for collapse(2)
+    attn_check_shape(T, C, NH);
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
+    #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            for (int t = 0; t < T; t++) {
-                const size_t row = ((size_t)b * T + t);
-                const float *q = qkv + row * 3 * C + h * hs;
-                float *dq = dqkv + row * 3 * C + h * hs;
-                const float *go = dout + row * C + h * hs;
-                const float *o = out + row * C + h * hs;
-                const float row_lse = lse[((size_t)b * NH + h) * T + t];
-                float D = 0.0f;
-                for (int i = 0; i < hs; i++) { D += go[i] * o[i]; }
-                for (int j = 0; j <= t; j++) {
-                    const size_t krow = ((size_t)b * T + j) * 3 * C + C + h * hs;
-                    const float *k = qkv + krow, *v = qkv + krow + C;
-                    float *dk = dqkv + krow, *dv = dqkv + krow + C;
-                    float s = 0.0f, dp = 0.0f;
-                    for (int i = 0; i < hs; i++) { s += q[i] * k[i]; dp += go[i] * v[i]; }
-                    float p = expf(s * scale - row_lse);
-                    float ds = p * (dp - D) * scale;
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += ds * k[i];
-                        dk[i] += ds * q[i];
-                        dv[i] += p * go[i];
-                    }
-                }
-            }
+            attn_bwd_head(dqkv, dout, out, lse, qkv, b, h, T, C, NH, scale);
         }
     }
 }
+
+#pragma GCC diagnostic pop

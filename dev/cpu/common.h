@@ -64,3 +64,25 @@ static double time_median_ms(void (*fn)(void *), void *ctx, int reps) {
     }
     return t[reps / 2];
 }
+
+// Max |got - ref| / max |ref|, for reporting how close a version came.
+static double max_rel_err(const float *got, const float *ref, size_t n) {
+    double err = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - (double)ref[i]);
+        if (!(e <= err)) { err = e; }  // NaN sticks
+        if (fabs(ref[i]) > scale) { scale = fabs(ref[i]); }
+    }
+    return err / (scale > 0 ? scale : 1.0);
+}
+
+// Median wall time in ms of fn(ctx) over about budget_ms of calls (3 to 25 of them,
+// after a warm-up call); a single call when one takes more than budget_ms / 2.
+static double time_budget_ms(void (*fn)(void *), void *ctx, double budget_ms) {
+    double t0 = now_seconds();
+    fn(ctx);
+    double first = (now_seconds() - t0) * 1e3;
+    if (first > budget_ms / 2) { return first; }
+    int reps = (int)(budget_ms / (first + 1e-3));
+    return time_median_ms(fn, ctx, reps < 3 ? 3 : reps > 25 ? 25 : reps);
+}

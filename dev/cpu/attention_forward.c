@@ -1,0 +1,281 @@
+/*
+Causal self-attention forward: out (B,T,C) and lse (B,NH,T) from qkv (B,T,3C).
+
+Versions:
+  1  simple: one (query, head) at a time, online softmax over its keys, scalar
+     loops (the original llmc/attention.h, the reference)
+  2  materializing, the PyTorch way: per head S = scale Q K^T as a full (T,T)
+     matrix with OpenBLAS sgemm, masked softmax rows, O = P V with sgemm. Keeps
+     (B,NH,T,T) probabilities, as PyTorch does for its backward. Speed yardstick.
+  3  tiled: a task is a tile of W = 2 vectors of queries against blocks of keys,
+     online softmax, register-tiled vector products, vectorized exp, tasks
+     paired so that each costs the same under the causal mask
+  4  llmc/attention.h: as 3, but the tiles of a group of 128 queries share
+     each block of keys and values, packed contiguous once instead of read from
+     qkv by every tile, and Q^T and the output are transposed VW x VW blocks at
+     a time in registers
+
+FLOPs counted: the two matrix products (Q K^T and P V) over the causal half
+only, 2 * 2*B*NH*hs*T(T+1)/2; exp, max and sums are not counted. Version 2
+computes the full (T,T) products, twice that, but is credited the same count.
+
+./attention_forward        checks every version against version 1 on every shape and times it
+./attention_forward N      the same for version N only
+Every version also runs twice on the same input and must give the same bits.
+Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
+sgemm calls from each OpenMP thread.
+*/
+#include "common.h"
+#include <cblas.h>
+#include "llmc/attention.h"
+
+// ----------------------------------------------------------------------------
+// version 1: the original simple kernel
+
+static void attention_forward1(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NH; h++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                float *o = out + ((size_t)b * T + t) * C + h * hs;
+                // online softmax over keys 0..t: running max m, running sum l, o = sum p_j v_j
+                float m = -INFINITY, l = 0.0f;
+                for (int i = 0; i < hs; i++) { o[i] = 0.0f; }
+                for (int j = 0; j <= t; j++) {
+                    const float *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    const float *v = k + C;
+                    float s = 0.0f;
+                    for (int i = 0; i < hs; i++) { s += q[i] * k[i]; }
+                    s *= scale;
+                    if (s > m) {  // new maximum: rescale what was summed so far
+                        float r = expf(m - s);
+                        l *= r;
+                        for (int i = 0; i < hs; i++) { o[i] *= r; }
+                        m = s;
+                    }
+                    float p = expf(s - m);
+                    l += p;
+                    for (int i = 0; i < hs; i++) { o[i] += p * v[i]; }
+                }
+                for (int i = 0; i < hs; i++) { o[i] /= l; }
+                lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// version 2: materialize the (T,T) scores per head, OpenBLAS for the products
+
+static float *materialized_att;  // (B, NH, T, T) probabilities, allocated per shape by main
+
+static void attention_forward2(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * 3 * C + h * hs;  // rows 3C apart
+            const float *k = q + C, *v = q + 2 * C;
+            float *att = materialized_att + ((size_t)b * NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, k, 3 * C,
+                        0.0f, att, T);
+            for (int t = 0; t < T; t++) {
+                float *row = att + (size_t)t * T;
+                float m = -INFINITY, l = 0.0f;
+                for (int j = 0; j <= t; j++) { m = row[j] > m ? row[j] : m; }
+                for (int j = 0; j <= t; j++) { row[j] = expf(row[j] - m); l += row[j]; }
+                for (int j = 0; j <= t; j++) { row[j] /= l; }
+                for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
+                lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, 3 * C,
+                        0.0f, out + (size_t)b * T * C + h * hs, C);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// version 3: the first tiled version. A task is one tile of W queries (in the
+// lanes of two vectors) against all its keys; the products, exp and online
+// softmax are those of llmc/attention.h (whose helpers it calls), but every
+// tile reads K in place from qkv and packs its own copy of each V block.
+// Version 4 lets the tiles of a group of 128 queries share each packed K and V block.
+
+// Queries q0 .. q0+W-1 (those < T) of head h of batch element b against keys 0 .. their own.
+static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int h, int q0,
+                            int T, int C, int NH, float scale) {
+    const int hs = C / NH;
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
+    const float *k = q + C, *v = q + 2 * C;               // key and value likewise
+    const int nq = attn_min(ATTN_W, T - q0);
+    float qt[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // Q^T: qt[d*W + i] = q[q0+i][d]
+    float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
+    float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));      // S^T then P^T of a key block
+    // V of the key block, rows packed hs apart: read once per R channels, its rows must stay in L1,
+    // which their stride in qkv (3C floats, a multiple of a large power of two) would defeat
+    float vb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    for (int d = 0; d < hs; d++) {
+        for (int i = 0; i < ATTN_W; i++) { qt[d * ATTN_W + i] = i < nq ? q[(q0 + i) * C3 + d] : 0.0f; }
+        for (int i = 0; i < ATTN_W; i++) { ot[d * ATTN_W + i] = 0.0f; }
+    }
+    // online softmax per query lane: m = running max of the scaled scores, l = running sum of exp(s - m)
+    attn_vec m[2] = {{0}}, l[2] = {{0}};
+    m[0] -= INFINITY; m[1] -= INFINITY;
+    const int kend = q0 + nq;  // keys 0 .. kend-1 are seen by some query of the tile
+    // ATTN_BK is a multiple of W and q0 of W, so every key block starts at or before q0:
+    // each query sees at least one key of every block and its block maximum is finite.
+    for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
+        const int nk = attn_min(ATTN_BK, kend - k0);
+        attn_vec mx[2] = {{0}};  // block maxima of the raw scores (scale > 0 keeps the order)
+        mx[0] -= INFINITY; mx[1] -= INFINITY;
+        for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
+            ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx,
+                           k + (k0 + j0) * C3, C3, qt, hs, k0 + j0, q0);
+        }
+        attn_vec alpha[2], sum[2] = {{0}};
+        for (int u = 0; u < 2; u++) {
+            const attn_vec m_new = attn_max(m[u], mx[u] * scale);
+            alpha[u] = attn_exp(m[u] - m_new);  // rescales what was summed so far; exp(-inf) = 0 at the start
+            m[u] = m_new;
+        }
+        for (int j = 0; j < nk; j++) {
+            for (int u = 0; u < 2; u++) {
+                attn_vec *s = (attn_vec *)(st + j * ATTN_W + u * ATTN_VW);
+                *s = attn_exp(*s * scale - m[u]);
+                sum[u] += *s;
+            }
+        }
+        for (int u = 0; u < 2; u++) { l[u] = l[u] * alpha[u] + sum[u]; }
+        for (int j = 0; j < nk; j++) {
+            for (int d = 0; d < hs; d++) { vb[j * hs + d] = v[(k0 + j) * C3 + d]; }
+        }
+        for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+            ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, ot + d0 * ATTN_W, alpha,
+                           vb + d0, hs, st, nk);
+        }
+    }
+    for (int d = 0; d < hs; d++) {
+        for (int u = 0; u < 2; u++) { *(attn_vec *)(ot + d * ATTN_W + u * ATTN_VW) /= l[u]; }
+    }
+    for (int i = 0; i < nq; i++) {
+        float *o = out + ((size_t)b * T + q0 + i) * C + h * hs;
+        for (int d = 0; d < hs; d++) { o[d] = ot[d * ATTN_W + i]; }
+        lse[((size_t)b * NH + h) * T + q0 + i] = m[i / ATTN_VW][i % ATTN_VW] + logf(l[i / ATTN_VW][i % ATTN_VW]);
+    }
+}
+
+static void attention_forward3(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+    attn_check_shape(T, C, NH);
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const int n_tiles = (T + ATTN_W - 1) / ATTN_W;
+    // Query tile i costs i+1 units under the causal mask; tiles i and n_tiles-1-i
+    // together cost the same for every i, so a task takes one such pair.
+    const int n_pairs = (n_tiles + 1) / 2;
+    #pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int p = 0; p < n_pairs; p++) {
+                fwd3_query_tile(out, lse, qkv, b, h, p * ATTN_W, T, C, NH, scale);
+                if (n_tiles - 1 - p != p) {
+                    fwd3_query_tile(out, lse, qkv, b, h, (n_tiles - 1 - p) * ATTN_W, T, C, NH, scale);
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// harness
+
+typedef void (*forward_fn)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+
+static const struct { forward_fn fn; const char *name; } versions[] = {
+    {NULL, NULL},
+    {attention_forward1, "simple (reference)"},
+    {attention_forward2, "materialized (T,T), sgemm"},
+    {attention_forward3, "tiles of W queries"},
+    {attention_forward, "llmc/attention.h"},
+};
+static const int n_versions = sizeof(versions) / sizeof(versions[0]) - 1;
+
+// amp scales the random qkv: larger amp, sharper softmax rows.
+static const struct { int B, T, C, NH; float amp; const char *what; } shapes[] = {
+    {4, 64, 768, 12, 1.0f, "GPT-2 124M, T=64"},
+    {4, 1024, 768, 12, 1.0f, "GPT-2 124M, T=1024"},
+    {4, 256, 384, 6, 1.0f, "d6"},
+    {3, 29, 57, 3, 1.0f, "odd, hs=19"},
+    {2, 1, 64, 2, 1.0f, "T=1"},
+    {1, 100, 40, 4, 4.0f, "hs=10, sharp softmax"},
+    {2, 130, 200, 8, 3.0f, "hs=25, T past two blocks"},
+    {1, 300, 96, 1, 1.0f, "B*NH=1, hs=96"},
+    {1, 70, 256, 2, 1.0f, "hs=128, largest supported"},
+};
+
+struct run {
+    forward_fn fn;
+    float *out, *lse;
+    const float *qkv;
+    int B, T, C, NH;
+};
+
+static void run_version(void *ctx) {
+    struct run *r = ctx;
+    r->fn(r->out, r->lse, r->qkv, r->B, r->T, r->C, r->NH);
+}
+
+int main(int argc, char **argv) {
+    int only = argc > 1 ? atoi(argv[1]) : 0;
+    if (argc > 2 || only < 0 || only > n_versions) { die("usage: %s [version 1..%d]", argv[0], n_versions); }
+    openblas_set_num_threads(1);  // version 2 calls sgemm from each OpenMP thread
+    printf("attention forward, %d threads, vector width %d floats\n", omp_get_max_threads(), ATTN_VW);
+    int failures = 0;
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        const int B = shapes[s].B, T = shapes[s].T, C = shapes[s].C, NH = shapes[s].NH;
+        const int hs = C / NH;
+        const double flops = 2.0 * 2.0 * B * NH * hs * (double)T * (T + 1) / 2.0;
+        printf("B=%d T=%d C=%d NH=%d (hs=%d) %s: %.3f GFLOP\n", B, T, C, NH, hs, shapes[s].what, flops * 1e-9);
+        float *qkv = make_random((size_t)B * T * 3 * C, 1 + s);
+        for (size_t i = 0; i < (size_t)B * T * 3 * C; i++) { qkv[i] *= shapes[s].amp; }
+        float *ref_out = make_random((size_t)B * T * C, 100);
+        float *ref_lse = make_random((size_t)B * NH * T, 101);
+        float *out = make_random((size_t)B * T * C, 102);
+        float *lse = make_random((size_t)B * NH * T, 103);
+        materialized_att = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) scores");
+        attention_forward1(ref_out, ref_lse, qkv, B, T, C, NH);
+        for (int v = 1; v <= n_versions; v++) {
+            if (only && v != only) { continue; }
+            struct run r = {versions[v].fn, out, lse, qkv, B, T, C, NH};
+            fill_random(out, (size_t)B * T * C, 104);  // garbage in: every output must be written
+            fill_random(lse, (size_t)B * NH * T, 105);
+            run_version(&r);
+            int ok = check_close("out", out, ref_out, (size_t)B * T * C, 1e-5) &
+                     check_close("lse", lse, ref_lse, (size_t)B * NH * T, 1e-5);
+            double err_out = max_rel_err(out, ref_out, (size_t)B * T * C);
+            double err_lse = max_rel_err(lse, ref_lse, (size_t)B * NH * T);
+            // determinism: a second call gives the same bits
+            float *out2 = make_random((size_t)B * T * C, 106);
+            float *lse2 = make_random((size_t)B * NH * T, 107);
+            struct run r2 = {versions[v].fn, out2, lse2, qkv, B, T, C, NH};
+            run_version(&r2);
+            int same = memcmp(out, out2, (size_t)B * T * C * sizeof(float)) == 0 &&
+                       memcmp(lse, lse2, (size_t)B * NH * T * sizeof(float)) == 0;
+            free(out2);
+            free(lse2);
+            double ms = time_budget_ms(run_version, &r, 500.0);
+            printf("  %d %-28s %10.3f ms %8.2f GFLOP/s   err out %.1e lse %.1e %s%s\n", v, versions[v].name, ms,
+                   flops / (ms * 1e-3) * 1e-9, err_out, err_lse, ok ? "OK" : "FAIL",
+                   same ? "" : " NONDETERMINISTIC");
+            failures += !ok || !same;
+        }
+        free(materialized_att);
+        free(qkv); free(ref_out); free(ref_lse); free(out); free(lse);
+    }
+    if (failures) { printf("%d FAILURES\n", failures); return 1; }
+    printf("all OK\n");
+    return 0;
+}
