@@ -1,0 +1,294 @@
+/*
+General single-precision matrix multiply, GotoBLAS/BLIS style:
+
+    C (M, N) = addend + A (M, K) . B (K, N) + bias, then optionally GELU.
+
+A and B are read through a row stride and a column stride, so either may be transposed
+(A(m, k) = a[m*rs_a + k*cs_a], B(k, n) = b[k*rs_b + n*cs_b]); C is row-major with leading
+dimension ldc. The linear layers of GPT-2 in these terms (matmul.h wraps them):
+    forward      out  (BT, OC)  = inp (BT, C)   . weight^T        a: rs C,  cs 1   b: rs 1, cs C
+    to input     dinp (BT, C)  += dout (BT, OC) . weight (OC, C)  a: rs OC, cs 1   b: rs C, cs 1
+    to weight    dw   (OC, C)  += dout^T        . inp (BT, C)     a: rs 1,  cs OC  b: rs C, cs 1
+and the LM head with the tied embedding wte (Vp, C):
+    logits (rows, Vp) = x (rows, C) . wte^T   is matmul_forward(logits, x, wte, NULL, rows, C, Vp);
+    a block of vocabulary columns [v0, v1) of it, written into logits with ldc = Vp:
+    gemm(rows, v1 - v0, C, x, C, 1, wte + v0*C, 1, C, logits + v0, Vp, NULL).
+
+How it runs. The loops around the micro-kernel (gemm_kernel.h), per thread:
+    for jc over N in blocks of nc <= GEMM_NC          B block (kc x nc) in L3
+      for pc over K in blocks of kc <= GEMM_KC        pack B block into NR-column panels
+        for ic over M in blocks of mc <= GEMM_MC      pack A block (mc x kc, in L2) into MR-row panels
+          for jr over nc in steps of NR               b panel (kc x NR) in L1
+            for ir over mc in steps of MR             micro-kernel: MR x NR tile of C
+The first k block adds the addend (or nothing), later ones add the tile C already holds; the
+last applies bias and GELU while the tile is still in registers.
+
+Threads. C is cut into a fixed grid of tm x tn rectangles on tile boundaries, one per OpenMP
+thread, and each thread runs the loops above on its rectangle with its own packing buffers:
+no barrier, no shared writes. When N is split, each thread packs all of A (and when M is
+split, all of B); the grid is chosen to keep the threads equally loaded, splitting the
+larger of M and N, so the duplicated operand is the smaller one. The k order of every sum
+is fixed by K alone, so the results are bit-identical for any thread count.
+
+Memory. Each OpenMP thread number owns one packing buffer of GEMM_MC*GEMM_KC + GEMM_KC*GEMM_NC
+floats (4.1 MiB for the AVX2 variant), allocated the first time that thread number runs a gemm
+(or by gemm_init) and kept until the process exits: calls after the first allocate nothing.
+The buffers are per translation unit (static); gemm is called from serial code only, never
+from inside a parallel region.
+*/
+#pragma once
+
+#include <stddef.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "gemm_kernel.h"
+#include "utils.h"
+
+// Cache blocking, in elements: GEMM_KC x GEMM_NR of B fits L1 with room for streaming A,
+// GEMM_MC x GEMM_KC of A fits L2, GEMM_KC x GEMM_NC of B fits a thread's share of L3.
+// GEMM_MC is a multiple of GEMM_MR and GEMM_NC of GEMM_NR.
+#if GEMM_KERNEL == 512
+#  define GEMM_KC 256
+#  define GEMM_MC 192
+#  define GEMM_NC 4096
+#elif GEMM_KERNEL == 256
+#  define GEMM_KC 256
+#  define GEMM_MC 144
+#  define GEMM_NC 4096
+#else
+#  define GEMM_KC 256
+#  define GEMM_MC 120
+#  define GEMM_NC 4096
+#endif
+
+#define GEMM_MAX_THREADS 256
+
+typedef struct {
+    const float *addend;  // (M, N) added to the product, or NULL; may be c itself (with
+    ptrdiff_t ld_addend;  //   ld_addend = ldc) to accumulate: C += A.B
+    const float *bias;    // (N) added to every row, or NULL
+    int gelu;             // 0: C = value; 1: C = gelu(value) (tanh approximation, see gemm_vgelu)
+    float *pre;           // with gelu: (M, N) gets the value before GELU, or NULL
+    ptrdiff_t ld_pre;
+} gemm_epilogue;
+
+static float *gemm_thread_buffer[GEMM_MAX_THREADS];
+
+static float *gemm_buffer_of_this_thread(int tid) {
+    if (gemm_thread_buffer[tid] == NULL) {
+        gemm_thread_buffer[tid] = aligned_alloc_or_die(
+            sizeof(float) * ((size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC), "gemm packing buffer");
+    }
+    return gemm_thread_buffer[tid];
+}
+
+// Allocates the packing buffers of all OpenMP threads now rather than on first use.
+static void gemm_init(void) {
+#ifdef _OPENMP
+    int nth = omp_get_max_threads();
+    if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
+    #pragma omp parallel num_threads(nth)
+    gemm_buffer_of_this_thread(omp_get_thread_num());
+#else
+    gemm_buffer_of_this_thread(0);
+#endif
+}
+
+static inline int gemm_min(int a, int b) { return a < b ? a : b; }
+
+// Block size for `len` elements in blocks of at most `max`, as equal as possible, rounded up
+// to a multiple of `unit` (max is a multiple of unit): 768 in blocks of 256 is 3 x 256, not
+// 2 x 256 + 256, and 300 rows is 2 x 150, not 288 + 12.
+static int gemm_block_size(int len, int max, int unit) {
+    int blocks = (len + max - 1) / max;
+    int size = (len + blocks - 1) / blocks;
+    return (size + unit - 1) / unit * unit;
+}
+
+// Packs the mc x kc block of A at a into MR-row panels, buf[panel][k][i] (rows past mc zero).
+static void gemm_pack_a(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *restrict buf) {
+    for (int i0 = 0; i0 < mc; i0 += GEMM_MR, buf += (size_t)kc * GEMM_MR) {
+        const int mr = gemm_min(GEMM_MR, mc - i0);
+        const float *p = a + i0 * rs;
+        if (mr == GEMM_MR && cs == 1) {  // rows run along k: interleave MR rows
+            for (int k = 0; k < kc; k++) {
+                #pragma GCC unroll 16
+                for (int i = 0; i < GEMM_MR; i++) { buf[k * GEMM_MR + i] = p[i * rs + k]; }
+            }
+        } else if (mr == GEMM_MR && rs == 1) {  // columns run along m: MR contiguous per k
+            for (int k = 0; k < kc; k++) {
+                #pragma GCC unroll 16
+                for (int i = 0; i < GEMM_MR; i++) { buf[k * GEMM_MR + i] = p[k * cs + i]; }
+            }
+        } else {
+            for (int k = 0; k < kc; k++) {
+                for (int i = 0; i < GEMM_MR; i++) { buf[k * GEMM_MR + i] = i < mr ? p[i * rs + k * cs] : 0.0f; }
+            }
+        }
+    }
+}
+
+// Packs the kc x nc block of B at b into NR-column panels, buf[panel][k][j] (columns past nc zero).
+static void gemm_pack_b(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *restrict buf) {
+    for (int j0 = 0; j0 < nc; j0 += GEMM_NR, buf += (size_t)kc * GEMM_NR) {
+        const int nr = gemm_min(GEMM_NR, nc - j0);
+        const float *p = b + j0 * cs;
+        if (nr == GEMM_NR && cs == 1) {  // rows run along n: copy NR per k
+            for (int k = 0; k < kc; k++) {
+                #pragma GCC unroll 4
+                for (int j = 0; j < GEMM_NV; j++) {
+                    ((gemm_vf *)(buf + k * GEMM_NR))[j] = *(const gemm_vfu *)(p + k * rs + j * GEMM_VEC);
+                }
+            }
+        } else if (nr == GEMM_NR && rs == 1) {  // columns run along k: interleave NR columns
+            for (int k = 0; k < kc; k++) {
+                #pragma GCC unroll 32
+                for (int j = 0; j < GEMM_NR; j++) { buf[k * GEMM_NR + j] = p[j * cs + k]; }
+            }
+        } else {
+            for (int k = 0; k < kc; k++) {
+                for (int j = 0; j < GEMM_NR; j++) { buf[k * GEMM_NR + j] = j < nr ? p[k * rs + j * cs] : 0.0f; }
+            }
+        }
+    }
+}
+
+// The two innermost loops: C block (mc x nc) at (ic, jc) of C from the packed A and B blocks.
+// first/last: this is the first/last k block. ep is the caller's epilogue (or NULL).
+static void gemm_macro_kernel(int mc, int nc, int kc, const float *abuf, const float *bbuf,
+                              float *c, ptrdiff_t ldc, int ic, int jc, int first, int last,
+                              const gemm_epilogue *ep) {
+    for (int jr = 0; jr < nc; jr += GEMM_NR) {
+        const int nr = gemm_min(GEMM_NR, nc - jr);
+        const float *bpanel = bbuf + (size_t)jr * kc;
+        for (int ir = 0; ir < mc; ir += GEMM_MR) {
+            const int mr = gemm_min(GEMM_MR, mc - ir);
+            const float *apanel = abuf + (size_t)ir * kc;
+            const size_t row = (size_t)(ic + ir), col = (size_t)(jc + jr);
+            float *ctile = c + row * ldc + col;
+            gemm_tile_epilogue tep = {0};
+            if (!first) {
+                tep.cin = ctile;
+                tep.ldcin = ldc;
+            } else if (ep != NULL && ep->addend != NULL) {
+                tep.cin = ep->addend + row * ep->ld_addend + col;
+                tep.ldcin = ep->ld_addend;
+            }
+            if (last && ep != NULL) {
+                tep.bias = ep->bias != NULL ? ep->bias + col : NULL;
+                tep.gelu = ep->gelu;
+                if (ep->gelu && ep->pre != NULL) {
+                    tep.pre = ep->pre + row * ep->ld_pre + col;
+                    tep.ldpre = ep->ld_pre;
+                }
+            }
+            if (mr == GEMM_MR && nr == GEMM_NR) {
+                gemm_micro_kernel(kc, apanel, bpanel, ctile, ldc, &tep);
+                continue;
+            }
+            // Edge tile: the kernel works on a full tile in a scratch copy; only mr x nr go back.
+            float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+            float tile_in[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+            float tile_pre[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+            float tile_bias[GEMM_NR] __attribute__((aligned(64)));
+            if (tep.cin != NULL) {
+                memset(tile_in, 0, sizeof(tile_in));
+                for (int i = 0; i < mr; i++) { memcpy(tile_in + i * GEMM_NR, tep.cin + i * tep.ldcin, nr * sizeof(float)); }
+                tep.cin = tile_in;
+                tep.ldcin = GEMM_NR;
+            }
+            if (tep.bias != NULL) {
+                memset(tile_bias, 0, sizeof(tile_bias));
+                memcpy(tile_bias, tep.bias, nr * sizeof(float));
+                tep.bias = tile_bias;
+            }
+            float *pre_out = tep.pre;
+            ptrdiff_t ld_pre_out = tep.ldpre;
+            if (pre_out != NULL) {
+                tep.pre = tile_pre;
+                tep.ldpre = GEMM_NR;
+            }
+            gemm_micro_kernel(kc, apanel, bpanel, tile, GEMM_NR, &tep);
+            for (int i = 0; i < mr; i++) {
+                memcpy(ctile + i * ldc, tile + i * GEMM_NR, nr * sizeof(float));
+                if (pre_out != NULL) { memcpy(pre_out + i * ld_pre_out, tile_pre + i * GEMM_NR, nr * sizeof(float)); }
+            }
+        }
+    }
+}
+
+// One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K.
+static void gemm_rectangle(int m0, int m1, int n0, int n1, int K, const float *a, ptrdiff_t rs_a,
+                           ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
+                           ptrdiff_t ldc, const gemm_epilogue *ep, float *buf) {
+    float *abuf = buf;
+    float *bbuf = buf + (size_t)GEMM_MC * GEMM_KC;
+    const int nc_max = gemm_block_size(n1 - n0, GEMM_NC, GEMM_NR);
+    const int kc_max = K > 0 ? gemm_block_size(K, GEMM_KC, 1) : 0;
+    const int mc_max = gemm_block_size(m1 - m0, GEMM_MC, GEMM_MR);
+    for (int jc = n0; jc < n1; jc += nc_max) {
+        const int nc = gemm_min(nc_max, n1 - jc);
+        int pc = 0;
+        do {  // at least once: with K = 0 the epilogue still writes C
+            const int kc = gemm_min(kc_max, K - pc);
+            gemm_pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+            for (int ic = m0; ic < m1; ic += mc_max) {
+                const int mc = gemm_min(mc_max, m1 - ic);
+                gemm_pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, abuf);
+                gemm_macro_kernel(mc, nc, kc, abuf, bbuf, c, ldc, ic, jc, pc == 0, pc + kc >= K, ep);
+            }
+            pc += kc;
+        } while (pc < K);
+    }
+}
+
+// Splits C among nth threads as a tm x tn grid of rectangles: the grid with the smallest
+// load on the busiest thread (in tiles), ties going to splitting the larger dimension.
+static void gemm_thread_grid(int M, int N, int nth, int *tm, int *tn) {
+    const long mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+    long best = -1;
+    for (int t = 1; t <= nth; t++) {
+        if (nth % t != 0 || t > ntiles || nth / t > mtiles) { continue; }
+        const long busiest = ((ntiles + t - 1) / t) * ((mtiles + nth / t - 1) / (nth / t));
+        const int prefer = (N >= M) == (t > nth / t);  // splits the larger dimension more
+        if (best < 0 || busiest < best || (busiest == best && prefer)) {
+            best = busiest;
+            *tn = t;
+            *tm = nth / t;
+        }
+    }
+    if (best < 0) {  // fewer tiles than threads along both splits: one thread
+        *tm = 1;
+        *tn = 1;
+    }
+}
+
+// C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
+static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+                 ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+    if (M <= 0 || N <= 0) { return; }
+    int nth = 1;
+#ifdef _OPENMP
+    nth = omp_get_max_threads();
+    if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
+#endif
+    int tm, tn;
+    gemm_thread_grid(M, N, nth, &tm, &tn);
+    const int mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+    #pragma omp parallel num_threads(tm * tn)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        const int ti = tid / tn, tj = tid % tn;
+        const int m0 = gemm_min(M, (int)((long)mtiles * ti / tm) * GEMM_MR);
+        const int m1 = gemm_min(M, (int)((long)mtiles * (ti + 1) / tm) * GEMM_MR);
+        const int n0 = gemm_min(N, (int)((long)ntiles * tj / tn) * GEMM_NR);
+        const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * GEMM_NR);
+        gemm_rectangle(m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep,
+                       gemm_buffer_of_this_thread(tid));
+    }
+}
