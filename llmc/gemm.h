@@ -107,50 +107,87 @@ static int gemm_block_size(int len, int max, int unit) {
     return (size + unit - 1) / unit * unit;
 }
 
+// Rows of the source are copied in chunks of GEMM_PACK_ROWS: for a strided (copy) pack, each
+// chunk's rows are read left to right across all panels, so the hardware prefetcher sees a few
+// sequential streams instead of one jump to a new row (and often a new page) per 64 bytes.
+#define GEMM_PACK_ROWS 8
+
 // Packs the mc x kc block of A at a into MR-row panels, buf[panel][k][i] (rows past mc zero).
 static void gemm_pack_a(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *restrict buf) {
-    for (int i0 = 0; i0 < mc; i0 += GEMM_MR, buf += (size_t)kc * GEMM_MR) {
-        const int mr = gemm_min(GEMM_MR, mc - i0);
-        const float *p = a + i0 * rs;
-        if (mr == GEMM_MR && cs == 1) {  // rows run along k: interleave MR rows
+    const int mfull = mc / GEMM_MR * GEMM_MR;
+    if (rs == 1) {  // columns run along m (A is a transposed matrix): MR contiguous per k
+        for (int k0 = 0; k0 < kc; k0 += GEMM_PACK_ROWS) {
+            const int kb = gemm_min(GEMM_PACK_ROWS, kc - k0);
+            for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
+                float *dst = buf + (size_t)i0 * kc + (size_t)k0 * GEMM_MR;
+                for (int k = 0; k < kb; k++) {
+                    #pragma GCC unroll 16
+                    for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = a[(k0 + k) * cs + i0 + i]; }
+                }
+            }
+        }
+    } else if (cs == 1) {  // rows run along k: interleave MR rows
+        for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
+            const float *src = a + i0 * rs;
+            float *dst = buf + (size_t)i0 * kc;
             for (int k = 0; k < kc; k++) {
                 #pragma GCC unroll 16
-                for (int i = 0; i < GEMM_MR; i++) { buf[k * GEMM_MR + i] = p[i * rs + k]; }
+                for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = src[i * rs + k]; }
             }
-        } else if (mr == GEMM_MR && rs == 1) {  // columns run along m: MR contiguous per k
+        }
+    } else {
+        for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
             for (int k = 0; k < kc; k++) {
-                #pragma GCC unroll 16
-                for (int i = 0; i < GEMM_MR; i++) { buf[k * GEMM_MR + i] = p[k * cs + i]; }
+                for (int i = 0; i < GEMM_MR; i++) { buf[(size_t)i0 * kc + k * GEMM_MR + i] = a[(i0 + i) * rs + k * cs]; }
             }
-        } else {
-            for (int k = 0; k < kc; k++) {
-                for (int i = 0; i < GEMM_MR; i++) { buf[k * GEMM_MR + i] = i < mr ? p[i * rs + k * cs] : 0.0f; }
-            }
+        }
+    }
+    if (mfull < mc) {  // the last, partial panel
+        const int mr = mc - mfull;
+        float *dst = buf + (size_t)mfull * kc;
+        for (int k = 0; k < kc; k++) {
+            for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = i < mr ? a[(mfull + i) * rs + k * cs] : 0.0f; }
         }
     }
 }
 
 // Packs the kc x nc block of B at b into NR-column panels, buf[panel][k][j] (columns past nc zero).
 static void gemm_pack_b(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *restrict buf) {
-    for (int j0 = 0; j0 < nc; j0 += GEMM_NR, buf += (size_t)kc * GEMM_NR) {
-        const int nr = gemm_min(GEMM_NR, nc - j0);
-        const float *p = b + j0 * cs;
-        if (nr == GEMM_NR && cs == 1) {  // rows run along n: copy NR per k
-            for (int k = 0; k < kc; k++) {
-                #pragma GCC unroll 4
-                for (int j = 0; j < GEMM_NV; j++) {
-                    ((gemm_vf *)(buf + k * GEMM_NR))[j] = *(const gemm_vfu *)(p + k * rs + j * GEMM_VEC);
+    const int nfull = nc / GEMM_NR * GEMM_NR;
+    if (cs == 1) {  // rows run along n: NR contiguous per k
+        for (int k0 = 0; k0 < kc; k0 += GEMM_PACK_ROWS) {
+            const int kb = gemm_min(GEMM_PACK_ROWS, kc - k0);
+            for (int j0 = 0; j0 < nfull; j0 += GEMM_NR) {
+                float *dst = buf + (size_t)j0 * kc + (size_t)k0 * GEMM_NR;
+                for (int k = 0; k < kb; k++) {
+                    #pragma GCC unroll 4
+                    for (int j = 0; j < GEMM_NV; j++) {
+                        ((gemm_vf *)(dst + k * GEMM_NR))[j] = *(const gemm_vfu *)(b + (k0 + k) * rs + j0 + j * GEMM_VEC);
+                    }
                 }
             }
-        } else if (nr == GEMM_NR && rs == 1) {  // columns run along k: interleave NR columns
+        }
+    } else if (rs == 1) {  // columns run along k (B is a transposed matrix): interleave NR columns
+        for (int j0 = 0; j0 < nfull; j0 += GEMM_NR) {
+            const float *src = b + j0 * cs;
+            float *dst = buf + (size_t)j0 * kc;
             for (int k = 0; k < kc; k++) {
                 #pragma GCC unroll 32
-                for (int j = 0; j < GEMM_NR; j++) { buf[k * GEMM_NR + j] = p[j * cs + k]; }
+                for (int j = 0; j < GEMM_NR; j++) { dst[k * GEMM_NR + j] = src[j * cs + k]; }
             }
-        } else {
+        }
+    } else {
+        for (int j0 = 0; j0 < nfull; j0 += GEMM_NR) {
             for (int k = 0; k < kc; k++) {
-                for (int j = 0; j < GEMM_NR; j++) { buf[k * GEMM_NR + j] = j < nr ? p[k * rs + j * cs] : 0.0f; }
+                for (int j = 0; j < GEMM_NR; j++) { buf[(size_t)j0 * kc + k * GEMM_NR + j] = b[k * rs + (j0 + j) * cs]; }
             }
+        }
+    }
+    if (nfull < nc) {  // the last, partial panel
+        const int nr = nc - nfull;
+        float *dst = buf + (size_t)nfull * kc;
+        for (int k = 0; k < kc; k++) {
+            for (int j = 0; j < GEMM_NR; j++) { dst[k * GEMM_NR + j] = j < nr ? b[k * rs + (nfull + j) * cs] : 0.0f; }
         }
     }
 }

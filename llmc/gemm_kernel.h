@@ -112,6 +112,15 @@ typedef struct {
 // c (MR x NR, row stride ldc) = epilogue(sum over k < kc of a panel (kc x MR) x b panel (kc x NR)).
 static inline void gemm_micro_kernel(int kc, const float *restrict a, const float *restrict b,
                                      float *c, ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
+    // C (or the addend) is read after the k loop, typically from L3 as the previous k block
+    // left it: ask for it now, so the loads at the end find it in L1.
+    if (ep->cin != NULL) {
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_MR; i++) {
+            __builtin_prefetch(ep->cin + i * ep->ldcin);
+            __builtin_prefetch(ep->cin + i * ep->ldcin + GEMM_NR - 1);
+        }
+    }
     gemm_vf acc[GEMM_MR][GEMM_NV];
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++) {

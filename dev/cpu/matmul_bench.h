@@ -1,0 +1,56 @@
+/*
+What matmul_forward.c and matmul_backward.c share: the shapes, timing with a time budget,
+and OpenBLAS (the yardstick, linked in dev/ only) set to our thread count.
+*/
+#pragma once
+
+#include <cblas.h>
+#include "common.h"
+
+typedef struct {
+    const char *name;
+    int BT, C, OC;
+} matmul_shape;
+
+// GPT-2 124M (C = 768) at B=4 with T=64 and T=1024, its LM head for a 256-row chunk, d6
+// (C = 384) at B=4, T=64, and odd sizes that exercise every edge of the tiling.
+static const matmul_shape matmul_shapes[] = {
+    {"qkv       T=64", 256, 768, 2304},
+    {"attn proj T=64", 256, 768, 768},
+    {"fc        T=64", 256, 768, 3072},
+    {"fc proj   T=64", 256, 3072, 768},
+    {"qkv       T=1024", 4096, 768, 2304},
+    {"attn proj T=1024", 4096, 768, 768},
+    {"fc        T=1024", 4096, 768, 3072},
+    {"fc proj   T=1024", 4096, 3072, 768},
+    {"lm head   256 rows", 256, 768, 50304},
+    {"d6 qkv    T=64", 256, 384, 1152},
+    {"d6 proj   T=64", 256, 384, 384},
+    {"d6 fc     T=64", 256, 384, 1536},
+    {"d6 fcproj T=64", 256, 1536, 384},
+    {"odd", 87, 57, 171},
+    {"odd", 1, 1, 1},
+    {"odd", 1, 768, 2304},
+    {"odd", 255, 1, 17},
+    {"odd", 13, 1000, 1},
+};
+#define MATMUL_NSHAPES ((int)(sizeof(matmul_shapes) / sizeof(matmul_shapes[0])))
+
+// Median ms of fn(ctx) over as many runs as fit in about budget_ms (at least 3, at most 31).
+static double bench_ms(void (*fn)(void *), void *ctx, double budget_ms) {
+    double t0 = now_seconds();
+    fn(ctx);
+    double once = (now_seconds() - t0) * 1e3;
+    int reps = (int)(budget_ms / (once > 1e-3 ? once : 1e-3));
+    reps = reps < 3 ? 3 : reps > 31 ? 31 : reps;
+    return time_median_ms(fn, ctx, reps);
+}
+
+static double gflops(double flops, double ms) { return flops / (ms * 1e6); }
+
+// OpenBLAS runs with as many threads as our OpenMP kernels.
+static void matmul_bench_setup(void) {
+    openblas_set_num_threads(omp_get_max_threads());
+    printf("threads: %d (OpenMP and OpenBLAS); OpenBLAS %s, core %s\n", omp_get_max_threads(),
+           openblas_get_config(), openblas_get_corename());
+}
