@@ -26,8 +26,8 @@ last applies bias and GELU while the tile is still in registers.
 Threads. C is cut into a fixed grid of tm x tn rectangles on tile boundaries, one per OpenMP
 thread, and each thread runs the loops above on its rectangle with its own packing buffers:
 no barrier, no shared writes. When N is split, each thread packs all of A (and when M is
-split, all of B); the grid is chosen to keep the threads equally loaded, splitting the
-larger of M and N, so the duplicated operand is the smaller one. The k order of every sum
+split, all of B); the grid minimizes the busiest thread's flops plus packing, which keeps
+the threads equally loaded and duplicates the cheaper operand. The k order of every sum
 is fixed by K alone, so the results are bit-identical for any thread count.
 
 Memory. Each OpenMP thread number owns one packing buffer of GEMM_MC*GEMM_KC + GEMM_KC*GEMM_NC
@@ -46,12 +46,14 @@ from inside a parallel region.
 #include "gemm_kernel.h"
 #include "utils.h"
 
-// Cache blocking, in elements: GEMM_KC x GEMM_NR of B fits L1 with room for streaming A,
-// GEMM_MC x GEMM_KC of A fits L2, GEMM_KC x GEMM_NC of B fits a thread's share of L3.
-// GEMM_MC is a multiple of GEMM_MR and GEMM_NC of GEMM_NR.
+// Cache blocking, in elements: GEMM_KC x GEMM_NR of B (the b panel) stays in L1 while a
+// panels stream past it, GEMM_MC x GEMM_KC of A fits L2, GEMM_KC x GEMM_NC of B fits a thread's
+// share of L3. GEMM_MC is a multiple of GEMM_MR and GEMM_NC of GEMM_NR. The AVX2 values were
+// measured on Zen 3 (32 KiB L1, 512 KiB L2); the AVX-512 ones follow from Zen 4/5's caches
+// (32-48 KiB L1, 1 MiB L2: a 24 KiB b panel, 256 rows of BT in one block), not measured.
 #if GEMM_KERNEL == 512
-#  define GEMM_KC 256
-#  define GEMM_MC 192
+#  define GEMM_KC 192
+#  define GEMM_MC 264
 #  define GEMM_NC 4096
 #elif GEMM_KERNEL == 256
 #  define GEMM_KC 256
@@ -120,9 +122,8 @@ static void gemm_pack_a(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t 
             const int kb = gemm_min(GEMM_PACK_ROWS, kc - k0);
             for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
                 float *dst = buf + (size_t)i0 * kc + (size_t)k0 * GEMM_MR;
-                for (int k = 0; k < kb; k++) {
-                    #pragma GCC unroll 16
-                    for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = a[(k0 + k) * cs + i0 + i]; }
+                for (int k = 0; k < kb; k++) {  // a fixed-size copy: plain moves, not gathers
+                    memcpy(dst + k * GEMM_MR, a + (k0 + k) * cs + i0, GEMM_MR * sizeof(float));
                 }
             }
         }
@@ -130,9 +131,16 @@ static void gemm_pack_a(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t 
         for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
             const float *src = a + i0 * rs;
             float *dst = buf + (size_t)i0 * kc;
-            for (int k = 0; k < kc; k++) {
+            // as in gemm_pack_b: fetch the next panel's rows while this one is interleaved
+            const float *next = i0 + GEMM_MR < mfull ? src + GEMM_MR * rs : src;
+            for (int k0 = 0; k0 < kc; k0 += 16) {
                 #pragma GCC unroll 16
-                for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = src[i * rs + k]; }
+                for (int i = 0; i < GEMM_MR; i++) { __builtin_prefetch(next + i * rs + k0); }
+                const int kend = gemm_min(k0 + 16, kc);
+                for (int k = k0; k < kend; k++) {
+                    #pragma GCC unroll 16
+                    for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = src[i * rs + k]; }
+                }
             }
         }
     } else {
@@ -171,9 +179,17 @@ static void gemm_pack_b(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t 
         for (int j0 = 0; j0 < nfull; j0 += GEMM_NR) {
             const float *src = b + j0 * cs;
             float *dst = buf + (size_t)j0 * kc;
-            for (int k = 0; k < kc; k++) {
+            // NR short runs are too many streams for the hardware prefetcher: fetch the next
+            // panel's runs, a line (16 floats) of each per 16 k, while this one is transposed.
+            const float *next = j0 + GEMM_NR < nfull ? src + GEMM_NR * cs : src;
+            for (int k0 = 0; k0 < kc; k0 += 16) {
                 #pragma GCC unroll 32
-                for (int j = 0; j < GEMM_NR; j++) { dst[k * GEMM_NR + j] = src[j * cs + k]; }
+                for (int j = 0; j < GEMM_NR; j++) { __builtin_prefetch(next + j * cs + k0); }
+                const int kend = gemm_min(k0 + 16, kc);
+                for (int k = k0; k < kend; k++) {
+                    #pragma GCC unroll 32
+                    for (int j = 0; j < GEMM_NR; j++) { dst[k * GEMM_NR + j] = src[j * cs + k]; }
+                }
             }
         }
     } else {
@@ -281,24 +297,30 @@ static void gemm_rectangle(int m0, int m1, int n0, int n1, int K, const float *a
     }
 }
 
-// Splits C among nth threads as a tm x tn grid of rectangles: the grid with the smallest
-// load on the busiest thread (in tiles), ties going to splitting the larger dimension.
+// Packing an element takes about as long as this many flops of the micro-kernel (Zen 3:
+// 0.15-0.5 ns per element, against 95 GFLOP/s on a core).
+#define GEMM_PACK_FLOPS 48
+
+// Splits C among nth threads as a tm x tn grid of rectangles on tile boundaries: the grid that
+// minimizes the busiest thread's time, its tiles' flops plus its packing. A thread packs the
+// rows of A and the columns of B of its rectangle, so splitting N makes every thread pack all
+// of A, splitting M all of B: per unit of K the busiest thread does 2 rows cols flops and packs
+// rows + cols elements.
 static void gemm_thread_grid(int M, int N, int nth, int *tm, int *tn) {
-    const long mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
-    long best = -1;
+    const int mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+    double best = -1.0;
+    *tm = 1;  // fewer tiles than threads along every split: one thread
+    *tn = 1;
     for (int t = 1; t <= nth; t++) {
         if (nth % t != 0 || t > ntiles || nth / t > mtiles) { continue; }
-        const long busiest = ((ntiles + t - 1) / t) * ((mtiles + nth / t - 1) / (nth / t));
-        const int prefer = (N >= M) == (t > nth / t);  // splits the larger dimension more
-        if (best < 0 || busiest < best || (busiest == best && prefer)) {
-            best = busiest;
+        const double rows = (double)((mtiles + nth / t - 1) / (nth / t)) * GEMM_MR;
+        const double cols = (double)((ntiles + t - 1) / t) * GEMM_NR;
+        const double cost = 2.0 * rows * cols + GEMM_PACK_FLOPS * (rows + cols);
+        if (best < 0.0 || cost < best) {
+            best = cost;
             *tn = t;
             *tm = nth / t;
         }
-    }
-    if (best < 0) {  // fewer tiles than threads along both splits: one thread
-        *tm = 1;
-        *tn = 1;
     }
 }
 

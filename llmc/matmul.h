@@ -55,15 +55,22 @@ enum {
     MATMUL_OVERWRITE_DBIAS = 4,
 };
 
-// dbias (OC) (+)= column sums of dout (BT, OC). Threads take disjoint column blocks and sum
-// the rows in order, so the result does not depend on the thread count.
+// dbias (OC) (+)= column sums of dout (BT, OC). Each thread sums one contiguous block of
+// columns (read row by row as long sequential runs) into partial sums kept in L1; every column
+// is summed over the rows in order, so the result does not depend on the thread count.
 static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC, int overwrite) {
-    enum { COLS = 256 };  // one block of column sums kept in L1 while the rows stream past
-    const int blocks = (OC + COLS - 1) / COLS;
+    enum { MAX_COLS = 1024 };  // the partial sums of one block: 4 KiB
+    int nth = 1;
+#ifdef _OPENMP
+    nth = omp_get_max_threads();
+#endif
+    int blocks = (OC + MAX_COLS - 1) / MAX_COLS;
+    blocks = blocks < nth ? gemm_min(nth, (OC + 15) / 16) : blocks;
+    const int cols = ((OC + blocks - 1) / blocks + 15) / 16 * 16;
     #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < blocks; blk++) {
-        const int o0 = blk * COLS, n = gemm_min(COLS, OC - o0);
-        float sum[COLS];
+        const int o0 = blk * cols, n = gemm_min(cols, OC - o0);
+        float sum[MAX_COLS];
         for (int o = 0; o < n; o++) { sum[o] = 0.0f; }
         for (int i = 0; i < BT; i++) {
             const float *g = dout + (size_t)i * OC + o0;
