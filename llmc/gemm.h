@@ -31,8 +31,9 @@ the threads equally loaded and duplicates the cheaper operand. The k order of ev
 is fixed by K alone, so the results are bit-identical for any thread count.
 
 Memory. Each OpenMP thread number owns one packing buffer of GEMM_MC*GEMM_KC + GEMM_KC*GEMM_NC
-floats (4.1 MiB for the AVX2 variant), allocated the first time that thread number runs a gemm
-(or by gemm_init) and kept until the process exits: calls after the first allocate nothing.
+floats (4.1 MiB for the AVX2 variant), allocated by the first gemm that runs with that many
+threads (or by gemm_init) and kept until the process exits: calls after the first allocate
+nothing.
 The buffers are per translation unit (static); gemm is called from serial code only, never
 from inside a parallel region.
 */
@@ -78,25 +79,28 @@ typedef struct {
 
 static float *gemm_thread_buffer[GEMM_MAX_THREADS];
 
-static float *gemm_buffer_of_this_thread(int tid) {
-    if (gemm_thread_buffer[tid] == NULL) {
-        gemm_thread_buffer[tid] = aligned_alloc_or_die(
-            sizeof(float) * ((size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC), "gemm packing buffer");
+// Makes sure threads 0..nth-1 have their packing buffers: allocated here, in serial code, the
+// first time a thread count is seen (each buffer's pages are first touched by its thread).
+static void gemm_buffers(int nth) {
+    if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
+    for (int t = 0; t < nth; t++) {
+        if (gemm_thread_buffer[t] == NULL) {
+            gemm_thread_buffer[t] = aligned_alloc_or_die(
+                sizeof(float) * ((size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC), "gemm packing buffer");
+        }
     }
-    return gemm_thread_buffer[tid];
 }
 
-// Allocates the packing buffers of all OpenMP threads now rather than on first use.
-static void gemm_init(void) {
+static int gemm_max_threads(void) {
 #ifdef _OPENMP
-    int nth = omp_get_max_threads();
-    if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
-    #pragma omp parallel num_threads(nth)
-    gemm_buffer_of_this_thread(omp_get_thread_num());
+    return omp_get_max_threads();
 #else
-    gemm_buffer_of_this_thread(0);
+    return 1;
 #endif
 }
+
+// Allocates the packing buffers of all OpenMP threads now rather than in the first gemm call.
+static void gemm_init(void) { gemm_buffers(gemm_max_threads()); }
 
 static inline int gemm_min(int a, int b) { return a < b ? a : b; }
 
@@ -272,7 +276,8 @@ static void gemm_macro_kernel(int mc, int nc, int kc, const float *abuf, const f
     }
 }
 
-// One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K.
+// One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
+// own buffer.
 static void gemm_rectangle(int m0, int m1, int n0, int n1, int K, const float *a, ptrdiff_t rs_a,
                            ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
                            ptrdiff_t ldc, const gemm_epilogue *ep, float *buf) {
@@ -324,30 +329,37 @@ static void gemm_thread_grid(int M, int N, int nth, int *tm, int *tn) {
     }
 }
 
+// Thread tid of a tm x tn grid over C (M, N): its rectangle.
+static void gemm_thread(int tid, int tm, int tn, int M, int N, int K, const float *a, ptrdiff_t rs_a,
+                        ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
+                        ptrdiff_t ldc, const gemm_epilogue *ep) {
+    const int mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+    const int ti = tid / tn, tj = tid % tn;
+    const int m0 = gemm_min(M, (int)((long)mtiles * ti / tm) * GEMM_MR);
+    const int m1 = gemm_min(M, (int)((long)mtiles * (ti + 1) / tm) * GEMM_MR);
+    const int n0 = gemm_min(N, (int)((long)ntiles * tj / tn) * GEMM_NR);
+    const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * GEMM_NR);
+    gemm_rectangle(m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid]);
+}
+
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
 static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
                  ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) { return; }
-    int nth = 1;
-#ifdef _OPENMP
-    nth = omp_get_max_threads();
-    if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
-#endif
     int tm, tn;
-    gemm_thread_grid(M, N, nth, &tm, &tn);
-    const int mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+    gemm_thread_grid(M, N, gemm_max_threads(), &tm, &tn);
+    gemm_buffers(tm * tn);
     #pragma omp parallel num_threads(tm * tn)
     {
-        int tid = 0;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+        // A team smaller than asked for (a thread limit, a nested region) runs on one thread.
+        if (omp_get_num_threads() == tm * tn) {
+            gemm_thread(omp_get_thread_num(), tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+        } else if (omp_get_thread_num() == 0) {
+            gemm_thread(0, 1, 1, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+        }
+#else
+        gemm_thread(0, tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
 #endif
-        const int ti = tid / tn, tj = tid % tn;
-        const int m0 = gemm_min(M, (int)((long)mtiles * ti / tm) * GEMM_MR);
-        const int m1 = gemm_min(M, (int)((long)mtiles * (ti + 1) / tm) * GEMM_MR);
-        const int n0 = gemm_min(N, (int)((long)ntiles * tj / tn) * GEMM_NR);
-        const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * GEMM_NR);
-        gemm_rectangle(m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep,
-                       gemm_buffer_of_this_thread(tid));
     }
 }

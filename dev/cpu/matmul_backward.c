@@ -147,6 +147,7 @@ int main(int argc, char **argv) {
                 all_ok &= ok;
             }
             double ms[2];
+            settle();
             for (int w = 0; w < 2; w++) {
                 ctx.to_weight = w;
                 ms[w] = v == 1 && (ms_ref[w] > budget || (w == 0 && !all_rows)) ? ms_ref[w] : bench_ms(run, &ctx, budget);
@@ -168,6 +169,7 @@ int main(int argc, char **argv) {
         run(&blas);
         int ok_blas = check_rows("OpenBLAS dinp", dinp, dinp_ref, sh.BT, sh.C, all_rows) &
                       check_close("OpenBLAS dweight", dw, dw_ref, n_w, 1e-5);
+        settle();
         for (int w = 0; w < 2; w++) {
             blas.to_weight = w;
             ms_blas[w] = bench_ms(run, &blas, budget);
