@@ -105,8 +105,8 @@ static void gemm_init(void) { gemm_buffers(gemm_max_threads()); }
 static inline int gemm_min(int a, int b) { return a < b ? a : b; }
 
 // Block size for `len` elements in blocks of at most `max`, as equal as possible, rounded up
-// to a multiple of `unit` (max is a multiple of unit): 768 in blocks of 256 is 3 x 256, not
-// 2 x 256 + 256, and 300 rows is 2 x 150, not 288 + 12.
+// to a multiple of `unit` (max is a multiple of unit): 300 rows in blocks of at most 144 in
+// steps of 6 are 102 + 102 + 96, not 144 + 144 + 12.
 static int gemm_block_size(int len, int max, int unit) {
     int blocks = (len + max - 1) / max;
     int size = (len + blocks - 1) / blocks;

@@ -112,9 +112,15 @@ typedef struct {
 // c (MR x NR, row stride ldc) = epilogue(sum over k < kc of a panel (kc x MR) x b panel (kc x NR)).
 static inline void gemm_micro_kernel(int kc, const float *restrict a, const float *restrict b,
                                      float *c, ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
-    // C (or the addend) is read after the k loop, typically from L3 as the previous k block
-    // left it: ask for it now, so the loads at the end find it in L1.
-    if (ep->cin != NULL) {
+    // The tile of C is written (and C or the addend read) after the k loop, typically from L3
+    // as the previous k block left it: ask for those lines now, so that the loads and stores
+    // at the end find them in L1.
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++) {
+        __builtin_prefetch(c + i * ldc, 1);
+        __builtin_prefetch(c + i * ldc + GEMM_NR - 1, 1);
+    }
+    if (ep->cin != NULL && ep->cin != c) {
         #pragma GCC unroll 16
         for (int i = 0; i < GEMM_MR; i++) {
             __builtin_prefetch(ep->cin + i * ep->ldcin);
