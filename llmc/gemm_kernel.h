@@ -9,9 +9,10 @@ Written once with GCC vector extensions; the variants differ only by constants:
   128           4 floats, xmm    6 x 8           12 acc of 16 xmm    any x86-64 (SSE2), other ISAs
 
 The variant follows the target (__AVX512F__, then __AVX2__ with __FMA__, else 128) unless
--DGEMM_KERNEL=512|256|128 forces one. Any variant compiles and computes the same sums on any
-x86-64: a wider vector than the target has is split by GCC into several narrower ones (slow,
-but correct), which is how the AVX-512 variant is tested on an AVX2 machine.
+-DGEMM_KERNEL=512|256|128 forces one. Any variant compiles and runs on any x86-64: a vector
+wider than the target's is split by GCC into narrower ones, slow but the same arithmetic (with
+FMA where the target has it), which is how the AVX-512 variant is tested on an AVX2 machine
+(dev/cpu/gemm_check.c, scripts/test_gemm.sh).
 
 Packed layouts (written by gemm.h):
   a panel: kc x MR, a[k*MR + i] = A(i, k)  (rows past the edge of A are zero)

@@ -19,7 +19,6 @@ a block of vocabulary columns at a time.
 #pragma once
 
 #include <stddef.h>
-#include <string.h>
 #include "gemm.h"
 
 // out (BT, OC) = inp (BT, C) . weight^T + bias. weight is (OC, C), bias is (OC) or NULL.
@@ -39,9 +38,11 @@ static void matmul_forward_residual(float *out, const float *residual, const flo
 
 // The MLP's first layer with its activation: pre (BT, OC) = inp (BT, C) . weight^T + bias
 // and out (BT, OC) = gelu(pre), GELU with the tanh approximation
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed in the form of gemm_vgelu
-// (gemm_kernel.h), within a few ulp of it. pre may be NULL (not stored: the backward pass
-// would then recompute it).
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + exp(-2u)) by
+// gemm_vgelu (gemm_kernel.h): within (8 + 4|2u|) ulp of the exact function, the second term
+// being exp's conditioning where x is very negative and gelu tiny (dev/cpu/gemm_check.c
+// checks it), with no cancellation there. pre may be NULL (not stored: the
+// backward pass would then recompute it); pre and out must not overlap.
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
                                 const float *bias, int BT, int C, int OC) {
     const gemm_epilogue ep = {.bias = bias, .gelu = 1, .pre = pre, .ld_pre = OC};
