@@ -6,6 +6,7 @@ and OpenBLAS (the yardstick, linked in dev/ only) set to our thread count.
 
 #include <cblas.h>
 #include "common.h"
+#include "llmc/gemm.h"
 
 typedef struct {
     const char *name;
@@ -100,9 +101,11 @@ static int check_rows(const char *what, const float *got, const float *ref, int 
     return check_close(what, got, ref, n, 1e-5) & check_close(what, got + tail, ref + tail, n, 1e-5);
 }
 
-// OpenBLAS runs with as many threads as our OpenMP kernels.
+// OpenBLAS runs with as many threads as our OpenMP kernels; our packing buffers are
+// allocated up front, as the trainer does at startup.
 static void matmul_bench_setup(void) {
     openblas_set_num_threads(omp_get_max_threads());
+    gemm_init();
     printf("threads: %d (OpenMP and OpenBLAS); OpenBLAS %s, core %s\n", omp_get_max_threads(),
            openblas_get_config(), openblas_get_corename());
     printf("times: best of 3 to 31 runs (about 0.4 s) after a warm-up; ours/OpenBLAS: best of %d such, alternating\n",
