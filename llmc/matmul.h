@@ -2,53 +2,105 @@
 Matrix multiplication with bias: the linear layers of GPT-2.
 
 Weights are stored as in PyTorch's nn.Linear, (OC, C): output channel major.
-All backward functions accumulate (+=) into their outputs, so a caller can sum
-the gradients of several uses of one tensor (and of several micro-batches).
+matmul_backward accumulates (+=) into its outputs, so a caller can sum the gradients of
+several uses of one tensor (and of several micro-batches); matmul_backward_ex can overwrite
+instead, which saves zeroing them first.
+
+All of it runs on the packed GEMM of gemm.h (its header comment has the blocking, the
+threading and the packing buffers: allocated once per thread, on first use or by gemm_init).
+Each function opens its own OpenMP parallel region; call them from serial code. Results are
+bit-identical run after run and for any thread count. The simple versions these replace are
+version 1 in dev/cpu/matmul_forward.c and dev/cpu/matmul_backward.c.
+
+The LM head is matmul_forward(logits, x, wte, NULL, rows, C, Vp) and
+matmul_backward(dx, dwte, NULL, dlogits, x, wte, rows, C, Vp); gemm.h shows how to compute
+a block of vocabulary columns at a time.
 */
 #pragma once
 
 #include <stddef.h>
+#include "gemm.h"
 
-// out is (BT, OC), inp is (BT, C), weight is (OC, C), bias is (OC) or NULL.
+// out (BT, OC) = inp (BT, C) . weight^T + bias. weight is (OC, C), bias is (OC) or NULL.
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int BT, int C, int OC) {
-    #pragma omp parallel for collapse(2)
-    for (int i = 0; i < BT; i++) {
-        for (int o = 0; o < OC; o++) {
-            const float *x = inp + (size_t)i * C;
-            const float *w = weight + (size_t)o * C;
-            float sum = bias != NULL ? bias[o] : 0.0f;
-            for (int c = 0; c < C; c++) { sum += x[c] * w[c]; }
-            out[(size_t)i * OC + o] = sum;
+    const gemm_epilogue ep = {.bias = bias};
+    gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
+}
+
+// out (BT, OC) = residual (BT, OC) + inp (BT, C) . weight^T + bias: the projection and the
+// residual add in one pass. residual may be out itself (out += inp . weight^T + bias).
+static void matmul_forward_residual(float *out, const float *residual, const float *inp,
+                                    const float *weight, const float *bias, int BT, int C, int OC) {
+    const gemm_epilogue ep = {.addend = residual, .ld_addend = OC, .bias = bias};
+    gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
+}
+
+// The MLP's first layer with its activation: pre (BT, OC) = inp (BT, C) . weight^T + bias
+// and out (BT, OC) = gelu(pre), GELU with the tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + exp(-2u)) by
+// gemm_vgelu (gemm_kernel.h): within (8 + 4|2u|) ulp of the exact function, the second term
+// being exp's conditioning where x is very negative and gelu tiny (dev/cpu/gemm_check.c
+// checks it), with no cancellation there. pre may be NULL (not stored: the
+// backward pass would then recompute it); pre and out must not overlap.
+static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
+                                const float *bias, int BT, int C, int OC) {
+    const gemm_epilogue ep = {.bias = bias, .gelu = 1, .pre = pre, .ld_pre = OC};
+    gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
+}
+
+// Flags of matmul_backward_ex: which gradients are overwritten (=) rather than accumulated (+=).
+enum {
+    MATMUL_OVERWRITE_DINP = 1,
+    MATMUL_OVERWRITE_DWEIGHT = 2,
+    MATMUL_OVERWRITE_DBIAS = 4,
+};
+
+// dbias (OC) (+)= column sums of dout (BT, OC). Each thread sums one contiguous block of
+// columns (read row by row as long sequential runs) into partial sums kept in L1; every column
+// is summed over the rows in order, so the result does not depend on the thread count.
+static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC, int overwrite) {
+    enum { MAX_COLS = 1024 };  // the partial sums of one block: 4 KiB
+    int nth = 1;
+#ifdef _OPENMP
+    nth = omp_get_max_threads();
+#endif
+    int blocks = (OC + MAX_COLS - 1) / MAX_COLS;
+    blocks = blocks < nth ? gemm_min(nth, (OC + 15) / 16) : blocks;
+    const int cols = ((OC + blocks - 1) / blocks + 15) / 16 * 16;
+    #pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int o0 = blk * cols, n = gemm_min(cols, OC - o0);
+        float sum[MAX_COLS];
+        for (int o = 0; o < n; o++) { sum[o] = 0.0f; }
+        for (int i = 0; i < BT; i++) {
+            const float *g = dout + (size_t)i * OC + o0;
+            for (int o = 0; o < n; o++) { sum[o] += g[o]; }
         }
+        for (int o = 0; o < n; o++) { dbias[o0 + o] = overwrite ? sum[o] : dbias[o0 + o] + sum[o]; }
     }
 }
 
-// dout is (BT, OC). Accumulates dinp (BT, C) += dout . weight, dweight (OC, C) += dout^T . inp,
-// dbias (OC) += column sums of dout. dinp or dbias may be NULL to skip them.
+// dout is (BT, OC). dinp (BT, C) (+)= dout . weight, dweight (OC, C) (+)= dout^T . inp,
+// dbias (OC) (+)= column sums of dout; flags (MATMUL_OVERWRITE_*) pick = over += for each.
+// Any of dinp, dweight, dbias may be NULL to skip it.
+static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const float *dout,
+                               const float *inp, const float *weight, int BT, int C, int OC,
+                               unsigned flags) {
+    if (dinp != NULL) {
+        const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
+        gemm(BT, C, OC, dout, OC, 1, weight, C, 1, dinp, C, &ep);
+    }
+    if (dweight != NULL) {
+        const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
+        gemm(OC, C, BT, dout, 1, OC, inp, C, 1, dweight, C, &ep);
+    }
+    if (dbias != NULL) { matmul_backward_bias(dbias, dout, BT, OC, (flags & MATMUL_OVERWRITE_DBIAS) != 0); }
+}
+
+// dinp (BT, C) += dout . weight, dweight (OC, C) += dout^T . inp, dbias (OC) += column sums
+// of dout. dinp, dweight or dbias may be NULL to skip it.
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int BT, int C, int OC) {
-    if (dinp != NULL) {
-        #pragma omp parallel for
-        for (int i = 0; i < BT; i++) {
-            const float *g = dout + (size_t)i * OC;
-            float *dx = dinp + (size_t)i * C;
-            for (int o = 0; o < OC; o++) {
-                const float *w = weight + (size_t)o * C;
-                for (int c = 0; c < C; c++) { dx[c] += g[o] * w[c]; }
-            }
-        }
-    }
-    #pragma omp parallel for
-    for (int o = 0; o < OC; o++) {
-        float *dw = dweight + (size_t)o * C;
-        float db = 0.0f;
-        for (int i = 0; i < BT; i++) {
-            float g = dout[(size_t)i * OC + o];
-            const float *x = inp + (size_t)i * C;
-            for (int c = 0; c < C; c++) { dw[c] += g * x[c]; }
-            db += g;
-        }
-        if (dbias != NULL) { dbias[o] += db; }
-    }
+    matmul_backward_ex(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, 0);
 }

@@ -1,0 +1,326 @@
+/*
+Correctness of llmc/gemm.h and llmc/matmul.h against float64 references, for whichever
+micro-kernel variant this is compiled with (-DGEMM_KERNEL=512|256|128, default: the target's).
+No OpenBLAS, no timing: scripts/test_gemm.sh builds it for every variant (the AVX-512 one
+too, on any x86-64) and runs it in CI.
+
+  ./gemm_check     prints one line per check group and "N passed, N failed"; exit 1 on a failure
+
+Checked: every shape class (1, below/at/above the tile and block sizes, odd), transposed and
+strided operands, every epilogue (addend separate or in place, bias, GELU with and without the
+pre-activation, K = 0), the matmul.h wrappers and backward flags, GELU accuracy, and
+bit-identical results across runs and thread counts 1 to 4.
+*/
+#include "common.h"
+#include "llmc/matmul.h"
+
+static int n_passed = 0, n_failed = 0;
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;  // built without OpenMP: always one thread
+#endif
+}
+
+static void report(const char *what, int ok, const char *detail) {
+    if (ok) {
+        n_passed++;
+        printf("ok    %s\n", what);
+    } else {
+        n_failed++;
+        printf("FAIL  %s: %s\n", what, detail);
+    }
+}
+
+// 0.5 x (1 + tanh(u)) written as x / (1 + exp(-2u)): in float64 too, 1 + tanh(u) cancels to
+// nothing for x below about -6, where the true value is still a normal float.
+static double gelu64(double x) { return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+// One gemm problem: operands with arbitrary strides, C with ldc >= N, every epilogue option.
+typedef struct {
+    int M, N, K;
+    int trans_a, trans_b;  // 1: A stored (K, M) / B stored (N, K)
+    int addend;            // 0: none, 1: separate matrix, 2: C itself (accumulate)
+    int bias, gelu, pre;
+} problem;
+
+// Runs p with `threads` threads and leaves C in c_out (M x ldc) and the pre-activation in
+// pre_out. With check: returns the max error over the error bound (<= 1 passes).
+static double run_problem(const problem *p, int threads, float *c_out, float *pre_out, int check) {
+    const int M = p->M, N = p->N, K = p->K, ldc = N + 3;
+    const ptrdiff_t lda = (p->trans_a ? M : K) + 1, ldb = (p->trans_b ? K : N) + 2;
+    float *a = make_random((size_t)(p->trans_a ? K : M) * lda + 1, 11);
+    float *b = make_random((size_t)(p->trans_b ? N : K) * ldb + 1, 12);
+    float *addend = make_random((size_t)M * ldc, 13), *bias = make_random(N, 14);
+    float *c = c_out, *pre = pre_out;
+    fill_random(c, (size_t)M * ldc, 15);
+    fill_random(pre, (size_t)M * ldc, 16);
+    float *c_init = malloc_or_die(sizeof(float) * M * ldc, "c copy");
+    memcpy(c_init, c, sizeof(float) * M * ldc);
+    if (p->addend == 2) { memcpy(addend, c, sizeof(float) * M * ldc); }
+    const ptrdiff_t rs_a = p->trans_a ? 1 : lda, cs_a = p->trans_a ? lda : 1;
+    const ptrdiff_t rs_b = p->trans_b ? 1 : ldb, cs_b = p->trans_b ? ldb : 1;
+    gemm_epilogue ep = {0};
+    if (p->addend == 1) { ep.addend = addend; ep.ld_addend = ldc; }
+    if (p->addend == 2) { ep.addend = c; ep.ld_addend = ldc; }
+    ep.bias = p->bias ? bias : NULL;
+    ep.gelu = p->gelu;
+    if (p->pre) { ep.pre = pre; ep.ld_pre = ldc; }
+    set_threads(threads);
+    gemm(M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, &ep);
+    double worst = 0.0;
+    for (int i = 0; i < (check ? M : 0); i++) {
+        for (int j = 0; j < N; j++) {
+            double sum = 0.0, mag = 0.0;
+            for (int k = 0; k < K; k++) {
+                double t = (double)a[i * rs_a + k * cs_a] * b[k * rs_b + j * cs_b];
+                sum += t;
+                mag += fabs(t);
+            }
+            if (p->addend) { sum += addend[(size_t)i * ldc + j]; mag += fabs(addend[(size_t)i * ldc + j]); }
+            if (p->bias) { sum += bias[j]; mag += fabs(bias[j]); }
+            // fp32 sums of K + 2 terms: |error| <= (K + 2) u * sum of |terms|, u = 2^-24
+            double bound = (K + 2) * 0x1p-24 * mag + 1e-30;
+            double got = c[(size_t)i * ldc + j], want = sum;
+            if (p->gelu) {
+                if (p->pre) {
+                    double e = fabs(pre[(size_t)i * ldc + j] - sum) / bound;
+                    if (!(e <= worst)) { worst = e; }
+                }
+                // GELU's slope is within [-0.17, 1.13]; its own evaluation adds a few ulp
+                want = gelu64(sum);
+                bound = 1.13 * bound + 8 * 0x1p-24 * fabs(want) + 1e-37;
+            }
+            double e = fabs(got - want) / bound;
+            if (!(e <= worst)) { worst = e; }  // NaN counts as a failure
+        }
+    }
+    if (p->pre == 0) {  // pre must be untouched
+        float *pre_ref = make_random((size_t)M * ldc, 16);
+        if (memcmp(pre, pre_ref, sizeof(float) * M * ldc) != 0) { worst = INFINITY; }
+        free(pre_ref);
+    }
+    for (int i = 0; i < M; i++) {  // the padding columns of C must be untouched
+        for (int j = N; j < ldc; j++) {
+            if (c[(size_t)i * ldc + j] != c_init[(size_t)i * ldc + j]) { worst = INFINITY; }
+        }
+    }
+    free(a); free(b); free(addend); free(bias); free(c_init);
+    return worst;
+}
+
+static void check_problems(void) {
+    // sizes around the tile and block edges of every variant, and the model's own small sizes
+    const int sizes[] = {1, 2, 5, 6, 7, 12, 13, 16, 17, 31, 33, 64, 97, 145, 200, 257};
+    const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    uint64_t s = 7;
+    char name[200], detail[200];
+    int fails = 0, count = 0;
+    double worst_all = 0.0;
+    for (int trial = 0; trial < 300; trial++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        problem p = {sizes[s % nsizes], sizes[(s >> 8) % nsizes], sizes[(s >> 16) % nsizes], (s >> 24) & 1,
+                     (s >> 25) & 1, (s >> 26) % 3, (s >> 28) & 1, (s >> 29) & 1, (s >> 30) & 1};
+        if (trial % 10 == 0) { p.K = 0; }
+        if (trial % 7 == 0) { p.K = 300 + (int)(s >> 40) % 500; }  // several k blocks
+        if (trial % 11 == 0) { p.N = 600 + (int)(s >> 40) % 300; p.M = 1 + (int)(s >> 50) % 40; }
+        float *c = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "c");
+        float *pre = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "pre");
+        double e = run_problem(&p, 1 + trial % 4, c, pre, 1);
+        count++;
+        if (e > worst_all) { worst_all = e; }
+        if (!(e <= 1.0)) {
+            if (fails++ < 5) {
+                snprintf(name, sizeof(name), "gemm M=%d N=%d K=%d transA=%d transB=%d addend=%d bias=%d gelu=%d pre=%d",
+                         p.M, p.N, p.K, p.trans_a, p.trans_b, p.addend, p.bias, p.gelu, p.pre);
+                snprintf(detail, sizeof(detail), "error %.3g x the bound", e);
+                report(name, 0, detail);
+            }
+        }
+        free(c); free(pre);
+    }
+    snprintf(name, sizeof(name), "gemm: %d random problems within the fp32 error bound (worst %.3f of it)",
+             count, worst_all);
+    report(name, fails == 0, "see above");
+}
+
+// Same inputs, 1..4 threads (grids 1 x n, n x 1 and 2 x 2) and repeated runs: identical bits.
+static void check_determinism(void) {
+    const problem shapes[] = {
+        {256, 768, 320, 0, 1, 0, 1, 0, 0},   // forward
+        {128, 768, 600, 0, 0, 2, 0, 0, 0},   // to input, accumulating
+        {768, 384, 64, 1, 0, 2, 0, 0, 0},    // to weight
+        {100, 1000, 300, 0, 1, 1, 1, 1, 1},  // GELU epilogue
+        {87, 171, 57, 1, 1, 1, 1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        const problem *p = &shapes[i];
+        const size_t n = (size_t)p->M * (p->N + 3);
+        float *c1 = malloc_or_die(n * sizeof(float), "c"), *pre1 = malloc_or_die(n * sizeof(float), "pre");
+        float *c2 = malloc_or_die(n * sizeof(float), "c"), *pre2 = malloc_or_die(n * sizeof(float), "pre");
+        run_problem(p, 1, c1, pre1, 0);
+        int same = 1;
+        for (int t = 1; t <= 4; t++) {
+            for (int rep = 0; rep < 2; rep++) {
+                run_problem(p, t, c2, pre2, 0);
+                same &= memcmp(c1, c2, n * sizeof(float)) == 0 && memcmp(pre1, pre2, n * sizeof(float)) == 0;
+            }
+        }
+        char name[160];
+        snprintf(name, sizeof(name), "bit-identical over runs and 1..4 threads: M=%d N=%d K=%d", p->M, p->N, p->K);
+        report(name, same, "outputs differ");
+        free(c1); free(pre1); free(c2); free(pre2);
+    }
+}
+
+// The wrappers in matmul.h against float64, on a GPT-2-like and an odd shape.
+static void check_matmul_wrappers(int BT, int C, int OC) {
+    set_threads(2);
+    const size_t n_in = (size_t)BT * C, n_out = (size_t)BT * OC, n_w = (size_t)OC * C;
+    float *inp = make_random(n_in, 21), *w = make_random(n_w, 22), *bias = make_random(OC, 23);
+    float *dout = make_random(n_out, 24), *res = make_random(n_out, 25);
+    float *out = make_random(n_out, 26), *pre = make_random(n_out, 27);
+    float *dinp = make_random(n_in, 28), *dw = make_random(n_w, 29), *db = make_random(OC, 30);
+    float *dinp0 = make_random(n_in, 28), *dw0 = make_random(n_w, 29), *db0 = make_random(OC, 30);
+    double *fwd = malloc_or_die(n_out * sizeof(double), "ref"), *fwd_mag = malloc_or_die(n_out * sizeof(double), "ref");
+    for (int i = 0; i < BT; i++) {
+        for (int o = 0; o < OC; o++) {
+            double s = bias[o], m = fabs(bias[o]);
+            for (int c = 0; c < C; c++) {
+                double t = (double)inp[(size_t)i * C + c] * w[(size_t)o * C + c];
+                s += t;
+                m += fabs(t);
+            }
+            fwd[(size_t)i * OC + o] = s;
+            fwd_mag[(size_t)i * OC + o] = m;
+        }
+    }
+    const double u = 0x1p-24;
+    char name[160];
+    double worst;
+    #define WORST(count, got, want, bound) do { worst = 0.0; for (size_t q = 0; q < (count); q++) { \
+        double e_ = fabs((double)(got) - (want)) / ((bound) + 1e-30); if (!(e_ <= worst)) { worst = e_; } } } while (0)
+
+    matmul_forward(out, inp, w, bias, BT, C, OC);
+    WORST(n_out, out[q], fwd[q], (C + 2) * u * fwd_mag[q]);
+    snprintf(name, sizeof(name), "matmul_forward BT=%d C=%d OC=%d", BT, C, OC);
+    report(name, worst <= 1.0, "beyond the fp32 error bound");
+
+    matmul_forward_residual(out, res, inp, w, bias, BT, C, OC);
+    WORST(n_out, out[q], fwd[q] + res[q], (C + 3) * u * (fwd_mag[q] + fabs(res[q])));
+    snprintf(name, sizeof(name), "matmul_forward_residual BT=%d C=%d OC=%d", BT, C, OC);
+    report(name, worst <= 1.0, "beyond the fp32 error bound");
+
+    memcpy(out, res, n_out * sizeof(float));
+    matmul_forward_residual(out, out, inp, w, bias, BT, C, OC);
+    WORST(n_out, out[q], fwd[q] + res[q], (C + 3) * u * (fwd_mag[q] + fabs(res[q])));
+    snprintf(name, sizeof(name), "matmul_forward_residual in place BT=%d C=%d OC=%d", BT, C, OC);
+    report(name, worst <= 1.0, "beyond the fp32 error bound");
+
+    matmul_forward_gelu(out, pre, inp, w, bias, BT, C, OC);
+    WORST(n_out, out[q], gelu64(fwd[q]), 1.13 * (C + 2) * u * fwd_mag[q] + 8 * u * fabs(gelu64(fwd[q])));
+    double worst_gelu = worst;
+    WORST(n_out, pre[q], fwd[q], (C + 2) * u * fwd_mag[q]);
+    snprintf(name, sizeof(name), "matmul_forward_gelu BT=%d C=%d OC=%d", BT, C, OC);
+    report(name, worst <= 1.0 && worst_gelu <= 1.0, "beyond the fp32 error bound");
+
+    float *out2 = make_random(n_out, 31);
+    matmul_forward_gelu(out2, NULL, inp, w, bias, BT, C, OC);
+    snprintf(name, sizeof(name), "matmul_forward_gelu without pre BT=%d C=%d OC=%d", BT, C, OC);
+    report(name, memcmp(out, out2, n_out * sizeof(float)) == 0, "differs from the run that stores pre");
+
+    // backward, accumulating: dinp0/dw0/db0 keep the starting values
+    matmul_backward(dinp, dw, db, dout, inp, w, BT, C, OC);
+    for (int pass = 0; pass < 2; pass++) {  // pass 0: accumulated, pass 1: overwritten
+        double w_in = 0.0, w_w = 0.0, w_b = 0.0;
+        for (int i = 0; i < BT; i++) {
+            for (int c = 0; c < C; c++) {
+                double s = pass ? 0.0 : dinp0[(size_t)i * C + c], m = fabs(s);
+                for (int o = 0; o < OC; o++) {
+                    double t = (double)dout[(size_t)i * OC + o] * w[(size_t)o * C + c];
+                    s += t;
+                    m += fabs(t);
+                }
+                double e = fabs(dinp[(size_t)i * C + c] - s) / ((OC + 2) * u * m + 1e-30);
+                if (!(e <= w_in)) { w_in = e; }
+            }
+        }
+        for (int o = 0; o < OC; o++) {
+            double sb = pass ? 0.0 : db0[o], mb = fabs(sb);
+            for (int i = 0; i < BT; i++) { sb += dout[(size_t)i * OC + o]; mb += fabs(dout[(size_t)i * OC + o]); }
+            double e = fabs(db[o] - sb) / ((BT + 2) * u * mb + 1e-30);
+            if (!(e <= w_b)) { w_b = e; }
+            for (int c = 0; c < C; c++) {
+                double s = pass ? 0.0 : dw0[(size_t)o * C + c], m = fabs(s);
+                for (int i = 0; i < BT; i++) {
+                    double t = (double)dout[(size_t)i * OC + o] * inp[(size_t)i * C + c];
+                    s += t;
+                    m += fabs(t);
+                }
+                double e2 = fabs(dw[(size_t)o * C + c] - s) / ((BT + 2) * u * m + 1e-30);
+                if (!(e2 <= w_w)) { w_w = e2; }
+            }
+        }
+        snprintf(name, sizeof(name), "matmul_backward%s BT=%d C=%d OC=%d: dinp, dweight, dbias",
+                 pass ? "_ex overwriting" : " accumulating", BT, C, OC);
+        report(name, w_in <= 1.0 && w_w <= 1.0 && w_b <= 1.0, "beyond the fp32 error bound");
+        if (pass == 0) {
+            fill_random(dinp, n_in, 99);
+            fill_random(dw, n_w, 98);
+            fill_random(db, OC, 97);
+            matmul_backward_ex(dinp, dw, db, dout, inp, w, BT, C, OC,
+                               MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT | MATMUL_OVERWRITE_DBIAS);
+        }
+    }
+    // NULL outputs are skipped
+    memcpy(dw0, dw, n_w * sizeof(float));
+    matmul_backward(dinp, NULL, NULL, dout, inp, w, BT, C, OC);
+    matmul_backward(NULL, NULL, db, dout, inp, w, BT, C, OC);
+    snprintf(name, sizeof(name), "matmul_backward with NULL outputs BT=%d C=%d OC=%d", BT, C, OC);
+    report(name, memcmp(dw0, dw, n_w * sizeof(float)) == 0, "dweight changed");
+    #undef WORST
+    free(inp); free(w); free(bias); free(dout); free(res); free(out); free(out2); free(pre);
+    free(dinp); free(dw); free(db); free(dinp0); free(dw0); free(db0); free(fwd); free(fwd_mag);
+}
+
+// gemm_vgelu against float64 on a dense sweep. Allowed: 8 ulp, plus where x is very negative
+// the conditioning of exp at -2u (an ulp of the fp32 argument moves exp by |2u| ulp), and
+// 1e-37 absolute (values near FLT_MIN, where exp(-2u) overflows).
+static void check_gelu(void) {
+    double worst = 0.0, worst_x = 0.0;
+    for (int i = -2000000; i <= 2000000; i += GEMM_VEC) {
+        gemm_vf x;
+        for (int l = 0; l < GEMM_VEC; l++) { x[l] = (float)((i + l) * 1e-5); }
+        gemm_vf y = x;
+        gemm_vgelu(&y);
+        for (int l = 0; l < GEMM_VEC; l++) {
+            double want = gelu64(x[l]), two_u = fabs(2.0 * 0.7978845608028654 * (x[l] + 0.044715 * x[l] * x[l] * x[l]));
+            double e = fabs(y[l] - want) / ((8.0 + 4.0 * two_u) * 0x1p-24 * fabs(want) + 1e-37);
+            if (!(e <= worst)) { worst = e; worst_x = x[l]; }
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof(name), "gemm_vgelu on [-20, 20]: worst %.2f of (8 + 4|2u|) ulp (at x = %.5g)", worst, worst_x);
+    report(name, worst <= 1.0, "beyond the bound");
+    gemm_vf big = (gemm_vf){0} + 1e30f, small = (gemm_vf){0} - 1e30f, nan = (gemm_vf){0} + NAN;
+    gemm_vgelu(&big);
+    gemm_vgelu(&small);
+    gemm_vgelu(&nan);
+    report("gemm_vgelu at +-1e30 and NaN", big[0] == 1e30f && small[0] == 0.0f && isnan(nan[0]),
+           "wrong limits");
+}
+
+int main(void) {
+    printf("micro-kernel variant GEMM_KERNEL=%d: %d x %d tile, %d-float vectors\n", GEMM_KERNEL, GEMM_MR,
+           GEMM_NR, GEMM_VEC);
+    check_gelu();
+    check_problems();
+    check_determinism();
+    check_matmul_wrappers(32, 768, 2304);
+    check_matmul_wrappers(87, 57, 171);
+    check_matmul_wrappers(1, 1, 1);
+    printf("%d passed, %d failed\n", n_passed, n_failed);
+    return n_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,113 @@
+/*
+What matmul_forward.c and matmul_backward.c share: the shapes, timing with a time budget,
+and OpenBLAS (the yardstick, linked in dev/ only) set to our thread count.
+*/
+#pragma once
+
+#include <cblas.h>
+#include "common.h"
+#include "llmc/gemm.h"
+
+typedef struct {
+    const char *name;
+    int BT, C, OC;
+} matmul_shape;
+
+// GPT-2 124M (C = 768) at B=4 with T=64 and T=1024, its LM head for a 256-row chunk, d6
+// (C = 384) at B=4, T=64, and odd sizes that exercise every edge of the tiling.
+static const matmul_shape matmul_shapes[] = {
+    {"qkv       T=64", 256, 768, 2304},
+    {"attn proj T=64", 256, 768, 768},
+    {"fc        T=64", 256, 768, 3072},
+    {"fc proj   T=64", 256, 3072, 768},
+    {"qkv       T=1024", 4096, 768, 2304},
+    {"attn proj T=1024", 4096, 768, 768},
+    {"fc        T=1024", 4096, 768, 3072},
+    {"fc proj   T=1024", 4096, 3072, 768},
+    {"lm head   256 rows", 256, 768, 50304},
+    {"d6 qkv    T=64", 256, 384, 1152},
+    {"d6 proj   T=64", 256, 384, 384},
+    {"d6 fc     T=64", 256, 384, 1536},
+    {"d6 fcproj T=64", 256, 1536, 384},
+    {"odd", 87, 57, 171},
+    {"odd", 1, 1, 1},
+    {"odd", 1, 768, 2304},
+    {"odd", 255, 1, 17},
+    {"odd", 13, 1000, 1},
+};
+#define MATMUL_NSHAPES ((int)(sizeof(matmul_shapes) / sizeof(matmul_shapes[0])))
+
+// Best (minimum) ms of fn(ctx) over as many runs as fit in about budget_ms (at least 3, at
+// most 31), after a warm-up run. The best, not the median: on a machine shared with other
+// work, the fastest run is the one least disturbed, for us and OpenBLAS alike.
+static double bench_ms(void (*fn)(void *), void *ctx, double budget_ms) {
+    double t0 = now_seconds();
+    fn(ctx);
+    double once = (now_seconds() - t0) * 1e3;
+    int reps = (int)(budget_ms / (once > 1e-3 ? once : 1e-3));
+    reps = reps < 3 ? 3 : reps > 31 ? 31 : reps;
+    double best = INFINITY;
+    for (int r = 0; r < reps; r++) {
+        t0 = now_seconds();
+        fn(ctx);
+        double ms = (now_seconds() - t0) * 1e3;
+        if (ms < best) { best = ms; }
+    }
+    return best;
+}
+
+// Ours (the last version) and OpenBLAS are timed in MATMUL_ROUNDS alternating rounds and
+// each keeps its best: a burst of other work during one round then spoils neither ratio.
+#define MATMUL_ROUNDS 3
+
+static void settle(void);
+
+// The rounds after the first: *ms_ours and *ms_blas hold the first round's times and get the
+// best over all rounds. ours and blas are the contexts fn runs.
+static void bench_more_rounds(void (*fn)(void *), void *ours, void *blas, double budget_ms,
+                              double *ms_ours, double *ms_blas) {
+    for (int r = 1; r < MATMUL_ROUNDS; r++) {
+        settle();
+        double t = bench_ms(fn, ours, budget_ms);
+        if (t < *ms_ours) { *ms_ours = t; }
+        settle();
+        t = bench_ms(fn, blas, budget_ms);
+        if (t < *ms_blas) { *ms_blas = t; }
+    }
+}
+
+static double gflops(double flops, double ms) { return flops / (ms * 1e6); }
+
+// Both libraries keep their idle threads spinning after a call (libgomp for a few ms, OpenBLAS's
+// pthreads for up to 2^28 cycles, 0.1 s), which steals a core from the other's timed calls:
+// the harness waits that out whenever it switches between ours and OpenBLAS.
+static void settle(void) {
+    struct timespec ts = {0, 250 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+// Version 1, the reference, is slow: on shapes above REF_FULL_FLOPS it computes only the first
+// and last REF_ROWS rows of an output whose rows are independent (forward, to input), which
+// are the values it would give on all rows, and is not timed there.
+#define REF_ROWS 32
+#define REF_FULL_FLOPS 2e9
+
+static int ref_all_rows(int rows, double flops) { return flops <= REF_FULL_FLOPS || rows <= 2 * REF_ROWS; }
+
+// check_close on all rows of a (rows, cols) output, or on the first and last REF_ROWS.
+static int check_rows(const char *what, const float *got, const float *ref, int rows, int cols, int all) {
+    if (all) { return check_close(what, got, ref, (size_t)rows * cols, 1e-5); }
+    const size_t n = (size_t)REF_ROWS * cols, tail = (size_t)(rows - REF_ROWS) * cols;
+    return check_close(what, got, ref, n, 1e-5) & check_close(what, got + tail, ref + tail, n, 1e-5);
+}
+
+// OpenBLAS runs with as many threads as our OpenMP kernels; our packing buffers are
+// allocated up front, as the trainer does at startup.
+static void matmul_bench_setup(void) {
+    openblas_set_num_threads(omp_get_max_threads());
+    gemm_init();
+    printf("threads: %d (OpenMP and OpenBLAS); OpenBLAS %s, core %s\n", omp_get_max_threads(),
+           openblas_get_config(), openblas_get_corename());
+    printf("times: best of 3 to 31 runs (about 0.4 s) after a warm-up; ours/OpenBLAS: best of %d such, alternating\n",
+           MATMUL_ROUNDS);
+}
