@@ -78,6 +78,20 @@ static void accumulate(Comparison *c, const float *ours, const float *ref, size_
     c->count += n;
 }
 
+// Intermediates of the reference that the model never materializes: the two
+// projections into the residual stream, whose matmul adds the residual in its
+// epilogue. They are checked through residual2 and residual3.
+static const char *const FUSED_AWAY[] = {"attproj", "fcproj"};
+
+static int fused_away(const char *full_name) {
+    const char *dot = strrchr(full_name, '.');
+    const char *name = dot != NULL ? dot + 1 : full_name;
+    for (size_t i = 0; i < sizeof(FUSED_AWAY) / sizeof(FUSED_AWAY[0]); i++) {
+        if (strcmp(name, FUSED_AWAY[i]) == 0) { return 1; }
+    }
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 // the reference activations, loaded whole
 
@@ -266,7 +280,7 @@ int main(int argc, char **argv) {
     float loss = gpt2_forward_backward(&model, x, y, B, T, 1.0f);
     model.observer = NULL;
     for (int i = 0; i < ref.num_records; i++) {
-        if (!ref.records[i].used) {
+        if (!ref.records[i].used && !fused_away(ref.records[i].name)) {
             die("%s: reference tensor %s was not produced by the model", acts_path, ref.records[i].name);
         }
     }

@@ -30,7 +30,6 @@ vocab, maxT the longest sequence. A "row" is one (b, t) position: N = B*T rows.
 #include "matmul.h"
 #include "omp_compat.h"
 #include "rand.h"
-#include "residual.h"
 #include "utils.h"
 #include <zlib.h>
 
@@ -101,7 +100,6 @@ typedef struct {
     // scratch, overwritten by every layer
     float *atty;       // (B, T, C)   attention output, before the projection
     float *ln;         // (B, T, C)   a LayerNorm output
-    float *proj;       // (B, T, C)   a projection output before its residual add
     float *fch_gelu;   // (B, T, 4C)
     float *logits;     // (chunk rows, Vp) one chunk of the classifier
     // gradient scratch for the backward pass
@@ -111,7 +109,7 @@ typedef struct {
     float *dqkv;       // (B, T, 3C)
     float *dfch;       // (B, T, 4C)
 } ActivationTensors;
-#define NUM_ACTIVATION_TENSORS 24
+#define NUM_ACTIVATION_TENSORS 23
 
 // Rows of the classifier processed at once: (256, 50304) floats = 51 MB of logits.
 #define CLASSIFIER_CHUNK_ROWS 256
@@ -126,12 +124,10 @@ typedef void (*ActivationObserver)(void *ctx, const char *name, int layer, const
 // followed by a "lap" that charges the time since the previous lap to it, so
 // the laps of a step add up to the whole step.
 typedef enum {
-    PROF_DATA, PROF_ENCODER, PROF_LAYERNORM, PROF_MATMUL, PROF_ATTENTION, PROF_GELU, PROF_RESIDUAL,
-    PROF_CLASSIFIER, PROF_ZEROING, PROF_GRAD_NORM, PROF_ADAMW, PROF_KINDS
+    PROF_DATA, PROF_ENCODER, PROF_LAYERNORM, PROF_MATMUL, PROF_ATTENTION, PROF_GELU, PROF_CLASSIFIER, PROF_ZEROING, PROF_GRAD_NORM, PROF_ADAMW, PROF_KINDS
 } ProfileKind;
 static const char *const PROFILE_NAMES[PROF_KINDS] = {
-    "data loading", "encoder", "layernorm", "matmul", "attention", "gelu", "residual",
-    "softmax+crossentropy", "zeroing", "grad norm", "adamw"};
+    "data loading", "encoder", "layernorm", "matmul", "attention", "gelu", "softmax+crossentropy", "zeroing", "grad norm", "adamw"};
 enum { FWD, BWD };  // the pass a lap belongs to; optimizer work counts as forward
 
 typedef struct {
@@ -241,7 +237,7 @@ static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GP
         L * NH * N, L * N * C, L * N, L * N,           // att_lse, residual2, ln2_mean, ln2_rstd
         L * N * 4 * C, L * N * C,                      // fch, residual3
         N * C, N, N, N,                                // lnf, lnf_mean, lnf_rstd, losses
-        N * C, N * C, N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // atty, ln, proj, fch_gelu, logits
+        N * C, N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // atty, ln, fch_gelu, logits
         N * C, N * C, N * C, N * 3 * C, N * 4 * C};    // dresidual, dln, datty, dqkv, dfch
     memcpy(sizes, s, sizeof(s));
 }
@@ -288,6 +284,7 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     model->params_span = params_floats;
     model->arena_bytes = (4 * params_floats + acts_floats) * sizeof(float);
     model->arena = aligned_alloc_or_die(model->arena_bytes, "the model arena");
+    gemm_init();  // the matmuls' packing buffers, once
     float *p = model->arena;
     model->params_memory = p; p += params_floats;
     model->grads_memory = p;  p += params_floats;
@@ -474,11 +471,8 @@ static void block_forward(GPT2 *model, int l, int B, int T) {
     fwd_lap(model, PROF_ATTENTION);
     observe(model, "att_lse", l, a.att_lse, (size_t)B * NH, T);
     observe(model, "atty", l, s->atty, N, C);
-    matmul_forward(s->proj, s->atty, w.attprojw, w.attprojb, N, C, C);
+    matmul_forward_residual(a.residual2, a.input, s->atty, w.attprojw, w.attprojb, N, C, C);
     fwd_lap(model, PROF_MATMUL);
-    observe(model, "attproj", l, s->proj, N, C);
-    residual_forward(a.residual2, a.input, s->proj, (size_t)N * C);
-    fwd_lap(model, PROF_RESIDUAL);
     observe(model, "residual2", l, a.residual2, N, C);
 
     layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C);
@@ -486,23 +480,20 @@ static void block_forward(GPT2 *model, int l, int B, int T) {
     observe(model, "ln2_mean", l, a.ln2_mean, N, 1);
     observe(model, "ln2_rstd", l, a.ln2_rstd, N, 1);
     observe(model, "ln2", l, s->ln, N, C);
-    matmul_forward(a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C);
+    matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C);
     fwd_lap(model, PROF_MATMUL);
     observe(model, "fch", l, a.fch, N, 4 * C);
-    gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);
-    fwd_lap(model, PROF_GELU);
     observe(model, "fch_gelu", l, s->fch_gelu, N, 4 * C);
-    matmul_forward(s->proj, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+    matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
     fwd_lap(model, PROF_MATMUL);
-    observe(model, "fcproj", l, s->proj, N, C);
-    residual_forward(a.residual3, a.residual2, s->proj, (size_t)N * C);
-    fwd_lap(model, PROF_RESIDUAL);
     observe(model, "residual3", l, a.residual3, N, C);
 }
 
 // On entry acts.dresidual holds the gradient of the layer's output (residual3);
-// on return, the gradient of its input. Both residual branches accumulate into
-// dresidual, which is how the residual connection's backward is done.
+// on return, the gradient of its input. The residual connections: the forward
+// adds them in the projections' epilogue (matmul_forward_residual); the backward
+// passes dresidual on unchanged, and each branch's LayerNorm backward adds its
+// gradient into it.
 static void block_backward(GPT2 *model, int l, int B, int T) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
@@ -514,17 +505,14 @@ static void block_backward(GPT2 *model, int l, int B, int T) {
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);  // recompute
     bwd_lap(model, PROF_GELU);
-    memset(s->dfch, 0, (size_t)N * 4 * C * sizeof(float));
-    bwd_lap(model, PROF_ZEROING);
-    matmul_backward(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw, N, 4 * C, C);
+    matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw, N, 4 * C, C,
+                       MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
     gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C);
     bwd_lap(model, PROF_GELU);
     layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C);  // recompute
     bwd_lap(model, PROF_LAYERNORM);
-    memset(s->dln, 0, (size_t)N * C * sizeof(float));
-    bwd_lap(model, PROF_ZEROING);
-    matmul_backward(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C);
+    matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C, MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
     layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean, a.ln2_rstd,
                        w.ln2w, N, C);
@@ -533,9 +521,8 @@ static void block_backward(GPT2 *model, int l, int B, int T) {
     // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
     attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH);  // recompute (lse comes out the same)
     bwd_lap(model, PROF_ATTENTION);
-    memset(s->datty, 0, (size_t)N * C * sizeof(float));
-    bwd_lap(model, PROF_ZEROING);
-    matmul_backward(s->datty, g.attprojw, g.attprojb, s->dresidual, s->atty, w.attprojw, N, C, C);
+    matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, s->atty, w.attprojw, N, C, C,
+                       MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
     memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float));
     bwd_lap(model, PROF_ZEROING);
@@ -543,9 +530,7 @@ static void block_backward(GPT2 *model, int l, int B, int T) {
     bwd_lap(model, PROF_ATTENTION);
     layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C);  // recompute
     bwd_lap(model, PROF_LAYERNORM);
-    memset(s->dln, 0, (size_t)N * C * sizeof(float));
-    bwd_lap(model, PROF_ZEROING);
-    matmul_backward(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C);
+    matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C, MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
     layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean, a.ln1_rstd,
                        w.ln1w, N, C);
@@ -603,8 +588,8 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
                                               rows, V, Vp);
         fwd_lap(model, PROF_CLASSIFIER);
         if (dloss != 0.0f) {
-            matmul_backward(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x,
-                            model->params.wte, rows, C, Vp);
+            matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x,
+                               model->params.wte, rows, C, Vp, MATMUL_OVERWRITE_DINP);
             bwd_lap(model, PROF_MATMUL);
         }
     }
@@ -648,8 +633,6 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
     gpt2_forward_to_lnf(model, inputs, B, T);
     check_tokens(model, targets, N, "target");
 
-    memset(acts->dln, 0, (size_t)N * C * sizeof(float));
-    bwd_lap(model, PROF_ZEROING);
     float loss = classifier(model, targets, N, loss_scale / N, acts->dln);
 
     memset(acts->dresidual, 0, (size_t)N * C * sizeof(float));
