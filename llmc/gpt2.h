@@ -283,7 +283,7 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     model->num_activations = acts_floats;
     model->params_span = params_floats;
     model->arena_bytes = (4 * params_floats + acts_floats) * sizeof(float);
-    model->arena = aligned_alloc_or_die(model->arena_bytes, "the model arena");
+    model->arena = huge_alloc_or_die(model->arena_bytes, "the model arena");
     gemm_init();  // the matmuls' packing buffers, once
     float *p = model->arena;
     model->params_memory = p; p += params_floats;
