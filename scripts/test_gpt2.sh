@@ -59,7 +59,7 @@ MUTANTS=(
     "llmc/attention.h|0,/for (int j = 0; j <= t; j++) {/s//for (int j = 0; j <= t + 1 \&\& j < T; j++) {/|h.0.att_lse|causal mask off by one: each query also sees the next key"
     "llmc/attention.h|s#const float scale = 1.0f / sqrtf((float)hs);#const float scale = 1.0f / (float)hs;#|h.0.att_lse|attention scaled by 1/hs instead of 1/sqrt(hs)"
     "llmc/gelu.h|0,/0.044715f/s//0.04715f/|h.0.fch_gelu|GELU forward constant 0.04715 instead of 0.044715 (a digit dropped)"
-    "llmc/layernorm.h|s/dx\[c\] += s \* (d\[c\] \* weight\[c\] - g_mean - n \* gn_mean);/dx[c] += s * (d[c] * weight[c] - n * gn_mean);/|grad.wte|LayerNorm backward without the mean term"
+    "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|grad.wte|LayerNorm backward without the mean term"
     "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
     "llmc/encoder.h|s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
 )
