@@ -61,7 +61,7 @@ MUTANTS=(
     "llmc/gelu.h|0,/0.044715f/s//0.04715f/|h.0.fch_gelu|GELU forward constant 0.04715 instead of 0.044715 (a digit dropped)"
     "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|grad.wte|LayerNorm backward without the mean term"
     "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
-    "llmc/encoder.h|s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
+    "llmc/encoder.h|s/vec_store(pos + c, vec_load(pos + c) + dc);/vec_store(pos + c, dc);/;s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
 )
 mkdir -p build
 for entry in "${MUTANTS[@]}"; do
