@@ -11,7 +11,7 @@ Versions:
   3  vectorized, one pass: each thread sums a partial dweight/dbias over its rows as it
      computes dinp, and the per-thread partials are reduced at the end
   4  llmc/layernorm.h: as 3 with a fixed 16 row blocks instead of one per thread, so the
-     result does not depend on the thread count
+     result does not depend on the thread count (checked: 1 thread and all give the same bits)
 
 Bytes per call: dout and inp read, dinp read and written: 4 N C floats (the partials,
 weights and statistics are small and stay in cache).
@@ -177,6 +177,27 @@ int main(int argc, char **argv) {
                 fails += !run_version(shapes[s].name, v, VERSIONS[v - 1].what, VERSIONS[v - 1].fn, &a, &o,
                                       bytes, 1e-5, only == 0 || only == v);
             }
+        }
+        // the model's version must give the same bits with one thread as with all of them
+        float *all_threads[3];
+        for (int threads = omp_get_max_threads(), pass = 0; pass < 2; pass++) {
+            omp_set_num_threads(pass == 0 ? threads : 1);
+            for (int i = 0; i < 3; i++) { memcpy(o.buf[i], o.init[i], o.n[i] * 4); }
+            runlayernorm_backward(&a);
+            for (int i = 0; i < 3; i++) {
+                if (pass == 0) {
+                    all_threads[i] = aligned_alloc_or_die(o.n[i] * 4, "copy");
+                    memcpy(all_threads[i], o.buf[i], o.n[i] * 4);
+                } else {
+                    if (memcmp(all_threads[i], o.buf[i], o.n[i] * 4) != 0) {
+                        printf("  %-16s v%d %s differs between %d threads and 1\n", shapes[s].name, NUM_VERSIONS,
+                               o.name[i], threads);
+                        fails++;
+                    }
+                    free(all_threads[i]);
+                }
+            }
+            omp_set_num_threads(threads);
         }
         outputs_free(&o);
         free(a.dinp); free(a.dweight); free(a.dbias);
