@@ -5,13 +5,26 @@ AdamW (Loshchilov & Hutter), exactly as PyTorch's torch.optim.AdamW:
   v  = beta2 * v + (1 - beta2) * g^2
   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 t counts from 1. grad_scale multiplies g first (gradient clipping).
+
+And the other pass over all the gradients in a step: their sum of squares, for the
+gradient norm. (Zeroing them stays a plain memset: glibc's streams the 500 MB of GPT-2
+124M's gradients at ~47 GB/s from one thread; dev/cpu/adamw.c measured no gain from
+splitting it among threads.)
+
+These are memory-bound streams over arrays of up to 124M floats (GPT-2 124M): one
+parallel, vectorized pass each (llmc/vecmath.h). The simple versions are version 1
+in dev/cpu/adamw.c, which times them.
 */
 #pragma once
 
 #include <math.h>
 #include <stddef.h>
+#include "vecmath.h"
 
-// params, grads, m, v are (n).
+// params, grads, m, v are (n). One pass: reads the four arrays once, writes three.
+// sqrt is vec_sqrt (within 1 ulp of sqrtf, vecmath.h): sqrtf itself does not vectorize
+// unless the build says -fno-math-errno, and a scalar sqrtf per element makes this pass
+// slower than memory.
 static void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
                          float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                          int t) {
@@ -19,13 +32,50 @@ static void adamw_update(float *params, const float *grads, float *m, float *v, 
     const float sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t));
     const float step_size = lr / bias_correction1;
     const float decay = 1.0f - lr * weight_decay;
-    #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float g = grads[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        params[i] = params[i] * decay - step_size * mi / (sqrtf(vi) / sqrt_bias_correction2 + eps);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i += VEC_WIDTH) {
+        const int k = n - i < VEC_WIDTH ? (int)(n - i) : VEC_WIDTH;  // k < VEC_WIDTH: the tail
+        const vfloat g = vec_load_partial(grads + i, k) * grad_scale;
+        const vfloat mi = beta1 * vec_load_partial(m + i, k) + (1.0f - beta1) * g;
+        const vfloat vi = beta2 * vec_load_partial(v + i, k) + (1.0f - beta2) * g * g;
+        vec_store_partial(m + i, mi, k);
+        vec_store_partial(v + i, vi, k);
+        const vfloat p = vec_load_partial(params + i, k);
+        vec_store_partial(params + i, p * decay - step_size * mi / (vec_sqrt(vi) / sqrt_bias_correction2 + eps), k);
     }
+}
+
+// The sum of x[i]^2 over x (n), in double. Deterministic for any thread count: the array
+// is cut into a fixed 64 parts; each sums blocks of 1024 squares in 4 x VEC_WIDTH float
+// partial sums and adds each block's total to a double; the parts are added in order.
+static double sum_of_squares(const float *x, size_t n) {
+    enum { PARTS = 64, BLOCK = 1024 };
+    double partial[PARTS];
+    #pragma omp parallel for schedule(static)
+    for (int p = 0; p < PARTS; p++) {
+        const size_t i0 = n * p / PARTS, i1 = n * (p + 1) / PARTS;
+        double s = 0.0;
+        for (size_t b0 = i0; b0 < i1; b0 += BLOCK) {
+            const size_t b1 = b0 + BLOCK < i1 ? b0 + BLOCK : i1;
+            vfloat acc[4] = {{0}, {0}, {0}, {0}};
+            size_t i = b0;
+            for (; i + 4 * VEC_WIDTH <= b1; i += 4 * VEC_WIDTH) {
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const vfloat g = vec_load(x + i + k * VEC_WIDTH);
+                    acc[k] += g * g;
+                }
+            }
+            for (; i < b1; i += VEC_WIDTH) {
+                const int k = b1 - i < VEC_WIDTH ? (int)(b1 - i) : VEC_WIDTH;
+                const vfloat g = vec_load_partial(x + i, k);
+                acc[0] += g * g;
+            }
+            s += (double)vec_sum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        }
+        partial[p] = s;
+    }
+    double total = 0.0;
+    for (int p = 0; p < PARTS; p++) { total += partial[p]; }
+    return total;
 }

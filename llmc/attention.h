@@ -37,15 +37,15 @@ which also time every step against it and against a (T,T)-materializing one):
   depend on the thread count or schedule. Every head costs the same, so B*NH
   heads keep the threads evenly busy when B*NH is a multiple of their number
   (for GPT-2, B*NH = 12B); otherwise the last round of heads leaves some idle.
-- exp is attn_exp, a vectorized expf accurate to 1.01 ulp (checked against
-  double-precision exp on every float in [-87.33, 88], with and without FMA).
+- Vectors, exp and the other helpers are llmc/vecmath.h's (vec_exp: within
+  1.01 ulp of expf; masked scores arrive as -inf and give exactly 0).
 
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
 beyond them). Stack per thread: about 200 KB forward and 300 KB backward with
 AVX2, 260 KB and 400 KB with AVX-512; a thread's default stack is 2-8 MB.
 
-Vector width: 16 floats with AVX-512, 8 with AVX, 4 otherwise (the portable
-build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
+Vector width: ATTN_VW = VEC_WIDTH (vecmath.h: 16 floats with AVX-512, 8 with AVX,
+4 otherwise; -DVEC_WIDTH=N forces one, so each width can be tested on any x86-64).
 */
 #pragma once
 
@@ -56,16 +56,9 @@ build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
 #include <omp.h>
 #endif
 #include "utils.h"
+#include "vecmath.h"
 
-#ifndef ATTN_VW
-#if defined(__AVX512F__)
-#define ATTN_VW 16
-#elif defined(__AVX__)
-#define ATTN_VW 8
-#else
-#define ATTN_VW 4
-#endif
-#endif
+#define ATTN_VW VEC_WIDTH
 // Rows of a register tile: R x 2 accumulators + 2 vectors + 1 broadcast fit the
 // 32 registers of AVX-512 or the 16 of AVX2 and SSE.
 #define ATTN_R (ATTN_VW == 16 ? 12 : 6)
@@ -80,54 +73,21 @@ build); -DATTN_VW=N forces one, so each width can be tested on any x86-64.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-typedef float attn_vec __attribute__((vector_size(ATTN_VW * sizeof(float))));
-typedef int32_t attn_ivec __attribute__((vector_size(ATTN_VW * sizeof(float))));
-typedef float attn_uvec __attribute__((vector_size(ATTN_VW * sizeof(float)), aligned(4)));  // unaligned
-
-#define ATTN_INLINE static inline __attribute__((always_inline))
-
-ATTN_INLINE attn_vec attn_max(attn_vec a, attn_vec b) {
-    attn_ivec a_bigger = a > b;
-    return (attn_vec)(((attn_ivec)a & a_bigger) | ((attn_ivec)b & ~a_bigger));
-}
-
 // Lane i holds i.
-ATTN_INLINE attn_ivec attn_iota(void) {
-    attn_ivec v;
+VEC_INLINE vint attn_iota(void) {
+    vint v;
     for (int i = 0; i < ATTN_VW; i++) { v[i] = i; }
     return v;
-}
-
-// exp(x), at most 1.01 ulp from the exact value for x in [-87.33, 88]; 0 for x < -87.33
-// (including -inf, which is how masked scores arrive). Cody-Waite reduction
-// x = n ln2 + r, |r| <= ln2/2, Cephes' polynomial for exp(r), then 2^n is added
-// to the exponent bits.
-ATTN_INLINE attn_vec attn_exp(attn_vec x) {
-    const float round_magic = 0x1.8p23f;            // adding it rounds to an integer, kept in the low bits
-    attn_vec t = x * 1.44269504088896341f + round_magic;
-    attn_vec n = t - round_magic;                   // round(x / ln2)
-    // ln2 = 0.693359375 - 2.12194440e-4: the first part has few bits, so n times it is exact
-    attn_vec r = x - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    attn_vec p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r;
-    p = p + 1.0f;
-    attn_vec y = (attn_vec)((attn_ivec)p + ((attn_ivec)t << 23));   // low bits of t are n: scale by 2^n
-    return (attn_vec)((attn_ivec)y & ~(x < -87.33f));
 }
 
 // The register tile: acc[r][v] += sum_{k<K} a[r*a_r + k*a_k] * b[k*ldb + v*ATTN_VW], r < R, v < 2.
 // a is read one scalar at a time (broadcast), b two aligned vectors at a time.
 // Called with a constant R (see ATTN_WITH_ROWS), so the accumulators stay in registers.
-ATTN_INLINE void attn_tile(const int R, attn_vec acc[ATTN_R][2], const float *a, ptrdiff_t a_r,
+VEC_INLINE void attn_tile(const int R, vfloat acc[ATTN_R][2], const float *a, ptrdiff_t a_r,
                            ptrdiff_t a_k, const float *b, ptrdiff_t ldb, int K) {
     for (int k = 0; k < K; k++) {
-        const attn_vec b0 = *(const attn_vec *)(b + k * ldb);
-        const attn_vec b1 = *(const attn_vec *)(b + k * ldb + ATTN_VW);
+        const vfloat b0 = *(const vfloat *)(b + k * ldb);
+        const vfloat b1 = *(const vfloat *)(b + k * ldb + ATTN_VW);
         #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
             const float ar = a[r * a_r + k * a_k];
@@ -162,8 +122,8 @@ static inline int attn_min(int a, int b) { return a < b ? a : b; }
 // One round of attn_transpose_block: swaps the off-diagonal b x b sub-blocks of
 // every 2b x 2b block of the VW x VW block held in x[0..VW-1]. b is a constant,
 // so the lane masks are too.
-ATTN_INLINE void attn_transpose_round(attn_vec x[ATTN_VW], const int b) {
-    attn_ivec lo, hi;  // lanes of the shuffles: x[i]'s where bit b of the lane is clear, else x[i+b]'s
+VEC_INLINE void attn_transpose_round(vfloat x[ATTN_VW], const int b) {
+    vint lo, hi;  // lanes of the shuffles: x[i]'s where bit b of the lane is clear, else x[i+b]'s
     for (int l = 0; l < ATTN_VW; l++) {
         lo[l] = (l & b) ? ATTN_VW + l - b : l;
         hi[l] = (l & b) ? ATTN_VW + l : l + b;
@@ -171,7 +131,7 @@ ATTN_INLINE void attn_transpose_round(attn_vec x[ATTN_VW], const int b) {
     #pragma GCC unroll 16
     for (int i = 0; i < ATTN_VW; i++) {
         if (i & b) { continue; }
-        const attn_vec top = x[i], bottom = x[i + b];
+        const vfloat top = x[i], bottom = x[i + b];
 #if defined(__clang__)  // has no __builtin_shuffle; it turns constant lane moves into shuffles itself
         for (int l = 0; l < ATTN_VW; l++) {
             x[i][l] = lo[l] < ATTN_VW ? top[lo[l]] : bottom[lo[l] - ATTN_VW];
@@ -185,7 +145,7 @@ ATTN_INLINE void attn_transpose_round(attn_vec x[ATTN_VW], const int b) {
 }
 
 // Transposes the VW x VW block held in x[0..VW-1]: x[i] lane l becomes x[l] lane i.
-ATTN_INLINE void attn_transpose_block(attn_vec x[ATTN_VW]) {
+VEC_INLINE void attn_transpose_block(vfloat x[ATTN_VW]) {
 #if ATTN_VW == 16
     attn_transpose_round(x, 8);
 #endif
@@ -203,12 +163,12 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
     const int nr_full = nr / ATTN_VW * ATTN_VW, nc_full = nc / ATTN_VW * ATTN_VW;
     for (int r0 = 0; r0 < nr_full; r0 += ATTN_VW) {
         for (int c0 = 0; c0 < nc_full; c0 += ATTN_VW) {
-            attn_vec x[ATTN_VW];
-            for (int c = 0; c < ATTN_VW; c++) { x[c] = *(const attn_uvec *)(src + (c0 + c) * lds + r0); }
+            vfloat x[ATTN_VW];
+            for (int c = 0; c < ATTN_VW; c++) { x[c] = *(const vfloat_u *)(src + (c0 + c) * lds + r0); }
             attn_transpose_block(x);
             for (int r = 0; r < ATTN_VW; r++) {
-                attn_uvec *d = (attn_uvec *)(dst + (r0 + r) * ldd + c0);
-                *d = accumulate ? *d + scale * x[r] : x[r];
+                float *d = dst + (r0 + r) * ldd + c0;
+                vec_store(d, accumulate ? vec_load(d) + scale * x[r] : x[r]);
             }
         }
     }
@@ -235,46 +195,46 @@ static void attn_check_shape(int T, int C, int NH) {
 // key comes after the query, stored to st; mx collects the column maxima.
 // k points at the first key (rows ldk apart), qt is the tile's Q^T (hs x W),
 // j0 and q0 are the positions of the first key and the first query.
-ATTN_INLINE void attn_fwd_scores(const int R, float *st, attn_vec mx[2], const float *k, ptrdiff_t ldk,
+VEC_INLINE void attn_fwd_scores(const int R, float *st, vfloat mx[2], const float *k, ptrdiff_t ldk,
                                  const float *qt, int hs, int j0, int q0) {
-    attn_vec acc[ATTN_R][2] = {{{0}}};
+    vfloat acc[ATTN_R][2] = {{{0}}};
     attn_tile(R, acc, k, ldk, 1, qt, ATTN_W, hs);
     for (int r = 0; r < R; r++) {
         const int j = j0 + r;
         for (int v = 0; v < 2; v++) {
-            attn_vec s = acc[r][v];
+            vfloat s = acc[r][v];
             if (j > q0 + v * ATTN_VW) {  // some queries of this vector precede key j
-                attn_ivec masked = attn_iota() + (q0 + v * ATTN_VW) < j;
-                const attn_vec neg_inf = (attn_vec){0} - INFINITY;
-                s = (attn_vec)(((attn_ivec)s & ~masked) | ((attn_ivec)neg_inf & masked));
+                vint masked = attn_iota() + (q0 + v * ATTN_VW) < j;
+                const vfloat neg_inf = (vfloat){0} - INFINITY;
+                s = (vfloat)(((vint)s & ~masked) | ((vint)neg_inf & masked));
             }
-            *(attn_vec *)(st + r * ATTN_W + v * ATTN_VW) = s;
-            mx[v] = attn_max(mx[v], s);
+            *(vfloat *)(st + r * ATTN_W + v * ATTN_VW) = s;
+            mx[v] = vec_max(mx[v], s);
         }
     }
 }
 
 // ot rows d .. d+R-1 (of O^T, hs x W) = alpha * ot + sum over nk keys of v[key][d] * pt[key],
 // v pointing at channel d of the first key's value (rows ldv apart), pt = P^T (nk x W).
-ATTN_INLINE void attn_fwd_values(const int R, float *ot, const attn_vec alpha[2], const float *v, ptrdiff_t ldv,
+VEC_INLINE void attn_fwd_values(const int R, float *ot, const vfloat alpha[2], const float *v, ptrdiff_t ldv,
                                  const float *pt, int nk) {
-    attn_vec acc[ATTN_R][2];
+    vfloat acc[ATTN_R][2];
     for (int r = 0; r < R; r++) {
-        acc[r][0] = *(attn_vec *)(ot + r * ATTN_W) * alpha[0];
-        acc[r][1] = *(attn_vec *)(ot + r * ATTN_W + ATTN_VW) * alpha[1];
+        acc[r][0] = *(vfloat *)(ot + r * ATTN_W) * alpha[0];
+        acc[r][1] = *(vfloat *)(ot + r * ATTN_W + ATTN_VW) * alpha[1];
     }
     attn_tile(R, acc, v, 1, ldv, pt, ATTN_W, nk);
     for (int r = 0; r < R; r++) {
-        *(attn_vec *)(ot + r * ATTN_W) = acc[r][0];
-        *(attn_vec *)(ot + r * ATTN_W + ATTN_VW) = acc[r][1];
+        *(vfloat *)(ot + r * ATTN_W) = acc[r][0];
+        *(vfloat *)(ot + r * ATTN_W + ATTN_VW) = acc[r][1];
     }
 }
 
 // The state of one query tile: queries q0 .. q0+nq-1 in the lanes of two vectors.
 struct attn_fwd_tile {
     int q0, nq;
-    attn_vec m[2];  // running maximum of the scaled scores
-    attn_vec l[2];  // running sum of exp(score - m)
+    vfloat m[2];  // running maximum of the scaled scores
+    vfloat l[2];  // running sum of exp(score - m)
     float qt[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // Q^T: qt[d*W + i] = q[q0+i][d]
     float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
 };
@@ -304,8 +264,8 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             for (int i = 0; i < ATTN_W; i++) { tile->ot[d * ATTN_W + i] = 0.0f; }
         }
         for (int u = 0; u < 2; u++) {
-            tile->m[u] = (attn_vec){0} - INFINITY;
-            tile->l[u] = (attn_vec){0};
+            tile->m[u] = (vfloat){0} - INFINITY;
+            tile->l[u] = (vfloat){0};
         }
     }
     const int kend = attn_min(g0 + n_tiles * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
@@ -324,22 +284,22 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             // and its block maximum is finite
             if (k0 >= tile->q0 + tile->nq) { continue; }
             const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
-            attn_vec mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
-            mx[0] = mx[1] = (attn_vec){0} - INFINITY;
+            vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
+            mx[0] = mx[1] = (vfloat){0} - INFINITY;
             for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
                 ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kb + j0 * hs,
                                hs, tile->qt, hs, k0 + j0, tile->q0);
             }
-            attn_vec alpha[2], sum[2] = {{0}};
+            vfloat alpha[2], sum[2] = {{0}};
             for (int u = 0; u < 2; u++) {
-                const attn_vec m_new = attn_max(tile->m[u], mx[u] * scale);
-                alpha[u] = attn_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
+                const vfloat m_new = vec_max(tile->m[u], mx[u] * scale);
+                alpha[u] = vec_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
                 tile->m[u] = m_new;
             }
             for (int j = 0; j < nk; j++) {
                 for (int u = 0; u < 2; u++) {
-                    attn_vec *s = (attn_vec *)(st + j * ATTN_W + u * ATTN_VW);
-                    *s = attn_exp(*s * scale - tile->m[u]);
+                    vfloat *s = (vfloat *)(st + j * ATTN_W + u * ATTN_VW);
+                    *s = vec_exp(*s * scale - tile->m[u]);
                     sum[u] += *s;
                 }
             }
@@ -353,7 +313,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
     for (int t = 0; t < n_tiles; t++) {
         struct attn_fwd_tile *tile = &tiles[t];
         for (int d = 0; d < hs; d++) {
-            for (int u = 0; u < 2; u++) { *(attn_vec *)(tile->ot + d * ATTN_W + u * ATTN_VW) /= tile->l[u]; }
+            for (int u = 0; u < 2; u++) { *(vfloat *)(tile->ot + d * ATTN_W + u * ATTN_VW) /= tile->l[u]; }
         }
         attn_transpose(out + ((size_t)b * T + tile->q0) * C + h * hs, C, tile->ot, ATTN_W, tile->nq, hs, 1.0f, 0);
         for (int i = 0; i < tile->nq; i++) {
@@ -411,28 +371,28 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
 // against the two key vectors starting at column c of the key block.
 // q and go point at the first query's q and dout (rows ldq and ldgo apart),
 // kt and vt at column c of K^T and V^T (hs x BLK), lse_i and D_i per row.
-ATTN_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *q, ptrdiff_t ldq,
+VEC_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *q, ptrdiff_t ldq,
                                 const float *go, ptrdiff_t ldgo, const float *kt, const float *vt, int hs,
                                 const float *row_lse, const float *row_D, float scale, int mask_from) {
-    attn_vec acc[ATTN_R][2] = {{{0}}};
+    vfloat acc[ATTN_R][2] = {{{0}}};
     attn_tile(R, acc, q, ldq, 1, kt, ATTN_BLK, hs);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
-            attn_vec p = attn_exp(acc[r][v] * scale - row_lse[r]);
+            vfloat p = vec_exp(acc[r][v] * scale - row_lse[r]);
             // on the diagonal, key (column) c+v*VW+lane comes after query (row) r for lane > mask_from + r - v*VW
             if (mask_from + r < (v + 1) * ATTN_VW - 1) {
-                attn_ivec masked = attn_iota() + v * ATTN_VW > mask_from + r;
-                p = (attn_vec)((attn_ivec)p & ~masked);
+                vint masked = attn_iota() + v * ATTN_VW > mask_from + r;
+                p = (vfloat)((vint)p & ~masked);
             }
-            *(attn_vec *)(pb + r * ATTN_BLK + v * ATTN_VW) = p;
+            *(vfloat *)(pb + r * ATTN_BLK + v * ATTN_VW) = p;
         }
     }
-    attn_vec dp[ATTN_R][2] = {{{0}}};
+    vfloat dp[ATTN_R][2] = {{{0}}};
     attn_tile(R, dp, go, ldgo, 1, vt, ATTN_BLK, hs);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
-            const attn_vec p = *(attn_vec *)(pb + r * ATTN_BLK + v * ATTN_VW);
-            *(attn_vec *)(dsb + r * ATTN_BLK + v * ATTN_VW) = p * (dp[r][v] - row_D[r]);
+            const vfloat p = *(vfloat *)(pb + r * ATTN_BLK + v * ATTN_VW);
+            *(vfloat *)(dsb + r * ATTN_BLK + v * ATTN_VW) = p * (dp[r][v] - row_D[r]);
         }
     }
 }
@@ -440,31 +400,31 @@ ATTN_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float 
 // grad rows d .. d+R-1 (of dK^T or dV^T, hs x BLK), two key vectors: += sum over K queries
 // of x[query][d] * w[query], x pointing at channel d of the first query (rows ldx apart),
 // w at the key vectors in row 0 of P or dS (BLK x BLK).
-ATTN_INLINE void attn_bwd_kv(const int R, float *grad, const float *x, ptrdiff_t ldx, const float *w, int K) {
-    attn_vec acc[ATTN_R][2];
+VEC_INLINE void attn_bwd_kv(const int R, float *grad, const float *x, ptrdiff_t ldx, const float *w, int K) {
+    vfloat acc[ATTN_R][2];
     for (int r = 0; r < R; r++) {
-        acc[r][0] = *(attn_vec *)(grad + r * ATTN_BLK);
-        acc[r][1] = *(attn_vec *)(grad + r * ATTN_BLK + ATTN_VW);
+        acc[r][0] = *(vfloat *)(grad + r * ATTN_BLK);
+        acc[r][1] = *(vfloat *)(grad + r * ATTN_BLK + ATTN_VW);
     }
     attn_tile(R, acc, x, 1, ldx, w, ATTN_BLK, K);
     for (int r = 0; r < R; r++) {
-        *(attn_vec *)(grad + r * ATTN_BLK) = acc[r][0];
-        *(attn_vec *)(grad + r * ATTN_BLK + ATTN_VW) = acc[r][1];
+        *(vfloat *)(grad + r * ATTN_BLK) = acc[r][0];
+        *(vfloat *)(grad + r * ATTN_BLK + ATTN_VW) = acc[r][1];
     }
 }
 
 // dq rows (R queries, C3 apart), channels c0 .. c0+2VW-1 (those < hs) += scale * dS K:
 // dsb at row 0 of dS (BLK x BLK), kp at channel c0 of key 0 of K (BLK x ldk).
-ATTN_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const float *dsb, const float *kp,
+VEC_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const float *dsb, const float *kp,
                             ptrdiff_t ldk, int nk, int c0, int hs, float scale) {
-    attn_vec acc[ATTN_R][2] = {{{0}}};
+    vfloat acc[ATTN_R][2] = {{{0}}};
     attn_tile(R, acc, dsb, ATTN_BLK, 1, kp, ldk, nk);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
             float *dst = dq + r * C3 + c0 + v * ATTN_VW;
-            const attn_vec add = acc[r][v] * scale;
+            const vfloat add = acc[r][v] * scale;
             if (c0 + (v + 1) * ATTN_VW <= hs) {
-                *(attn_uvec *)dst += add;
+                *(vfloat_u *)dst += add;
             } else {
                 for (int i = 0; c0 + v * ATTN_VW + i < hs; i++) { dst[i] += add[i]; }
             }
@@ -473,9 +433,9 @@ ATTN_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const float *d
 }
 
 static float attn_dot(const float *a, const float *b, int n) {
-    attn_vec acc = {0};
+    vfloat acc = {0};
     int i = 0;
-    for (; i + ATTN_VW <= n; i += ATTN_VW) { acc += *(const attn_uvec *)(a + i) * *(const attn_uvec *)(b + i); }
+    for (; i + ATTN_VW <= n; i += ATTN_VW) { acc += *(const vfloat_u *)(a + i) * *(const vfloat_u *)(b + i); }
     float s = 0.0f;
     for (; i < n; i++) { s += a[i] * b[i]; }
     for (int u = 0; u < ATTN_VW; u++) { s += acc[u]; }

@@ -52,11 +52,11 @@ from inside a parallel region.
 // share of L3. GEMM_MC is a multiple of GEMM_MR and GEMM_NC of GEMM_NR. The AVX2 values were
 // measured on Zen 3 (32 KiB L1, 512 KiB L2); the AVX-512 ones follow from Zen 4/5's caches
 // (32-48 KiB L1, 1 MiB L2: a 24 KiB b panel, 256 rows of BT in one block), not measured.
-#if GEMM_KERNEL == 512
+#if VEC_WIDTH == 16
 #  define GEMM_KC 192
 #  define GEMM_MC 264
 #  define GEMM_NC 4096
-#elif GEMM_KERNEL == 256
+#elif VEC_WIDTH == 8
 #  define GEMM_KC 256
 #  define GEMM_MC 144
 #  define GEMM_NC 4096
@@ -72,7 +72,7 @@ typedef struct {
     const float *addend;  // (M, N) added to the product, or NULL; may be c itself (with
     ptrdiff_t ld_addend;  //   ld_addend = ldc) to accumulate: C += A.B
     const float *bias;    // (N) added to every row, or NULL
-    int gelu;             // 0: C = value; 1: C = gelu(value) (tanh approximation, see gemm_vgelu)
+    int gelu;             // 0: C = value; 1: C = gelu(value) (tanh approximation, gelu.h)
     float *pre;           // with gelu: (M, N) gets the value before GELU, or NULL
     ptrdiff_t ld_pre;
 } gemm_epilogue;

@@ -1,18 +1,18 @@
 /*
 The GEMM micro-kernel: one GEMM_MR x GEMM_NR tile of C from packed panels of A and B.
 
-Written once with GCC vector extensions; the variants differ only by constants:
+Written once with GCC vector extensions (llmc/vecmath.h); the variants differ only by the
+vector width VEC_WIDTH, which follows the target like every other kernel's:
 
-  GEMM_KERNEL  vector           tile (MR x NR)   registers           for
-  512          16 floats, zmm   12 x 32          24 acc of 32 zmm    AVX-512 (Zen 4/5, Skylake-X)
-  256           8 floats, ymm    6 x 16          12 acc of 16 ymm    AVX2 + FMA (Zen 2/3, Haswell)
-  128           4 floats, xmm    6 x 8           12 acc of 16 xmm    any x86-64 (SSE2), other ISAs
+  VEC_WIDTH  vector           tile (MR x NR)   registers           for
+  16         16 floats, zmm   12 x 32          24 acc of 32 zmm    AVX-512 (Zen 4/5, Skylake-X)
+   8          8 floats, ymm    6 x 16          12 acc of 16 ymm    AVX2 + FMA (Zen 2/3, Haswell)
+   4          4 floats, xmm    6 x 8           12 acc of 16 xmm    any x86-64 (SSE2), other ISAs
 
-The variant follows the target (__AVX512F__, then __AVX2__ with __FMA__, else 128) unless
--DGEMM_KERNEL=512|256|128 forces one. Any variant compiles and runs on any x86-64: a vector
-wider than the target's is split by GCC into narrower ones, slow but the same arithmetic (with
-FMA where the target has it), which is how the AVX-512 variant is tested on an AVX2 machine
-(dev/cpu/gemm_check.c, scripts/test_gemm.sh).
+-DVEC_WIDTH=16|8|4 forces one. Any width compiles and runs on any x86-64: a vector wider
+than the target's is split by GCC into narrower ones, slow but the same arithmetic (with FMA
+where the target has it), which is how the AVX-512 variant is tested on an AVX2 machine
+(dev/cpu/gemm_check.c, scripts/test_gemm.sh, scripts/test_gpt2.sh).
 
 Packed layouts (written by gemm.h):
   a panel: kc x MR, a[k*MR + i] = A(i, k)  (rows past the edge of A are zero)
@@ -25,79 +25,16 @@ default is -ffp-contract=fast), so results do not depend on where the tile sits 
 
 #include <stddef.h>
 
-#ifndef GEMM_KERNEL
-#  if defined(__AVX512F__)
-#    define GEMM_KERNEL 512
-#  elif defined(__AVX2__) && defined(__FMA__)
-#    define GEMM_KERNEL 256
-#  else
-#    define GEMM_KERNEL 128
-#  endif
-#endif
+#include "gelu.h"  // gelu_vec, the epilogue's GELU (and vecmath.h)
 
-#if GEMM_KERNEL == 512
-#  define GEMM_VEC 16  // floats per vector
-#  define GEMM_MR 12   // rows of the tile: one broadcast each per k
-#  define GEMM_NV 2    // vectors across the tile: GEMM_NR = GEMM_NV * GEMM_VEC columns
-#elif GEMM_KERNEL == 256
-#  define GEMM_VEC 8
-#  define GEMM_MR 6
-#  define GEMM_NV 2
-#elif GEMM_KERNEL == 128
-#  define GEMM_VEC 4
-#  define GEMM_MR 6
-#  define GEMM_NV 2
-#else
-#  error "GEMM_KERNEL must be 512, 256 or 128"
-#endif
+#define GEMM_VEC VEC_WIDTH               // floats per vector
+#define GEMM_MR (VEC_WIDTH == 16 ? 12 : 6)  // rows of the tile: one broadcast each per k
+#define GEMM_NV 2                        // vectors across the tile: GEMM_NR = GEMM_NV * GEMM_VEC columns
 #define GEMM_NR (GEMM_NV * GEMM_VEC)
 
 // gemm_vf: aligned vector (packed panels, 64-byte aligned); gemm_vfu: any alignment (C, bias).
-typedef float gemm_vf __attribute__((vector_size(GEMM_VEC * sizeof(float))));
-typedef float gemm_vfu __attribute__((vector_size(GEMM_VEC * sizeof(float)), aligned(4), may_alias));
-typedef int gemm_vi __attribute__((vector_size(GEMM_VEC * sizeof(int))));
-
-// *v = exp(*v) in every lane, within 2 ulp for arguments in [-86, 88.72]; below that it gives
-// exp(-86) (callers only need it tiny), above it +inf (the true value overflows), NaN for NaN.
-// (Vectors go by pointer: a vector wider than the target, as in a forced variant, must not be
-// an argument or result, whose ABI would change.)
-static inline void gemm_vexp(gemm_vf *v) {
-    gemm_vf y = *v;
-    const gemm_vf lo = (gemm_vf){0} - 86.0f, hi = (gemm_vf){0} + 88.72f;
-    const gemm_vi overflow = y > hi;
-    y = (gemm_vf)(((gemm_vi)y & ~(y < lo)) | ((gemm_vi)lo & (y < lo)));
-    y = (gemm_vf)(((gemm_vi)y & ~overflow) | ((gemm_vi)hi & overflow));
-    // y = n ln2 + r with n = round(y / ln2), |r| <= ln2 / 2; ln2 split in two (Cody-Waite)
-    // so n*ln2_hi is exact. Adding 1.5 * 2^23 rounds to an integer in the low mantissa bits.
-    const float round_magic = 12582912.0f;
-    gemm_vf n = (y * 1.44269504088896341f + round_magic) - round_magic;
-    gemm_vf r = y - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    // exp(r) on [-ln2/2, ln2/2]: Cephes expf polynomial.
-    gemm_vf p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    // times 2^n = 2^(n-1) * 2, 2^(n-1) built in the exponent bits (n - 1 is in [-125, 127])
-    const gemm_vi two_n_minus_1 = (__builtin_convertvector(n, gemm_vi) + 126) << 23;
-    const gemm_vf e = p * (gemm_vf)two_n_minus_1 * 2.0f;
-    const gemm_vf inf = (gemm_vf){0} + __builtin_inff();
-    *v = (gemm_vf)(((gemm_vi)e & ~overflow) | ((gemm_vi)inf & overflow));
-}
-
-// GELU with the tanh approximation, 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
-// computed as x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u))),
-// which keeps full relative precision where 1 + tanh(u) is tiny (x very negative).
-// *v = gelu(*v) in every lane.
-static inline void gemm_vgelu(gemm_vf *v) {
-    const gemm_vf x = *v;
-    const float two_sqrt_2_over_pi = 2.0f * 0.7978845608028654f;
-    gemm_vf minus_2u = x * (x * x * (-two_sqrt_2_over_pi * 0.044715f) - two_sqrt_2_over_pi);
-    gemm_vexp(&minus_2u);
-    *v = x / (minus_2u + 1.0f);
-}
+typedef vfloat gemm_vf;
+typedef vfloat_u gemm_vfu;
 
 // What the micro-kernel does with its tile of sums after the k loop. C (and cin, pre) are
 // row-major with unit column stride; all pointers point at the tile's (0, 0).
@@ -177,7 +114,7 @@ static inline void gemm_micro_kernel(int kc, const float *restrict a, const floa
         #pragma GCC unroll 16
         for (int i = 0; i < GEMM_MR; i++) {
             #pragma GCC unroll 4
-            for (int j = 0; j < GEMM_NV; j++) { gemm_vgelu(&acc[i][j]); }
+            for (int j = 0; j < GEMM_NV; j++) { acc[i][j] = gelu_vec(acc[i][j]); }
         }
     }
     #pragma GCC unroll 16

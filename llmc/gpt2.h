@@ -652,21 +652,9 @@ static void gpt2_zero_grad(GPT2 *model) {
     fwd_lap(model, PROF_ZEROING);
 }
 
-// The L2 norm of all gradients, summed in double in a fixed order (deterministic).
+// The L2 norm of all gradients (sum_of_squares in adamw.h: deterministic, any thread count).
 static float gpt2_grad_norm(const GPT2 *model) {
-    enum { PARTS = 64 };
-    double partial[PARTS];
-    const size_t n = model->params_span;
-    #pragma omp parallel for
-    for (int p = 0; p < PARTS; p++) {
-        size_t i0 = n * p / PARTS, i1 = n * (p + 1) / PARTS;
-        double s = 0.0;
-        for (size_t i = i0; i < i1; i++) { s += (double)model->grads_memory[i] * model->grads_memory[i]; }
-        partial[p] = s;
-    }
-    double total = 0.0;
-    for (int p = 0; p < PARTS; p++) { total += partial[p]; }
-    return (float)sqrt(total);
+    return (float)sqrt(sum_of_squares(model->grads_memory, model->params_span));
 }
 
 // One AdamW step (t counts from 1); weight decay on the 2-D tensors only.

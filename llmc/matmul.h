@@ -39,9 +39,8 @@ static void matmul_forward_residual(float *out, const float *residual, const flo
 // The MLP's first layer with its activation: pre (BT, OC) = inp (BT, C) . weight^T + bias
 // and out (BT, OC) = gelu(pre), GELU with the tanh approximation
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + exp(-2u)) by
-// gemm_vgelu (gemm_kernel.h): within (8 + 4|2u|) ulp of the exact function, the second term
-// being exp's conditioning where x is very negative and gelu tiny (dev/cpu/gemm_check.c
-// checks it), with no cancellation there. pre may be NULL (not stored: the
+// gelu_vec (gelu.h), the same function as gelu_forward's, so the backward pass recomputes
+// the same bits (dev/cpu/gemm_check.c checks it against float64). pre may be NULL (not stored: the
 // backward pass would then recompute it); pre and out must not overlap.
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
                                 const float *bias, int BT, int C, int OC) {

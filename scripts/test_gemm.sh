@@ -8,9 +8,9 @@ mkdir -p build
 flags="-O2 -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -Werror -I."
 configs=(
     "native:-march=native -fopenmp"
-    "avx512-forced:-march=native -fopenmp -DGEMM_KERNEL=512"
-    "avx2-forced:-march=native -fopenmp -DGEMM_KERNEL=256"
-    "sse-forced:-march=native -fopenmp -DGEMM_KERNEL=128"
+    "avx512-forced:-march=native -fopenmp -DVEC_WIDTH=16"
+    "avx2-forced:-march=native -fopenmp -DVEC_WIDTH=8"
+    "sse-forced:-march=native -fopenmp -DVEC_WIDTH=4"
     "portable:-march=x86-64 -mtune=generic -fopenmp"
     "no-openmp:-march=native -Wno-unknown-pragmas"
 )

@@ -58,7 +58,7 @@ done
 # (Emulated 16-lane vectors are slow, so that build checks the small configs only.)
 BUILDS=(
     "portable|PORTABLE=1|odd d12"
-    "AVX-512 shapes forced|CFLAGS=-O3 -DGEMM_KERNEL=512 -DATTN_VW=16|odd tiny chunks"
+    "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WIDTH=16|odd tiny chunks"
 )
 for entry in "${BUILDS[@]}"; do
     IFS='|' read -r what flags names <<< "$entry"
@@ -92,10 +92,10 @@ MUTANTS=(
     "llmc/layernorm.h|s/#define LAYERNORM_EPS 1e-5f/#define LAYERNORM_EPS 1e-6f/|h.0.ln1_rstd|LayerNorm eps 1e-6 instead of 1e-5"
     "llmc/attention.h|s/attn_iota() + (q0 + v \* ATTN_VW) < j;/attn_iota() + (q0 + v * ATTN_VW) < j - 1;/|h.0.att_lse|causal mask off by one: each query also sees the next key"
     "llmc/attention.h|0,\\#const float scale = 1.0f / sqrtf((float)(C / NH));#s##const float scale = 1.0f / (float)(C / NH);#|h.0.att_lse|attention scaled by 1/hs instead of 1/sqrt(hs)"
-    "llmc/gemm_kernel.h|s/(-two_sqrt_2_over_pi \* 0.044715f)/(-two_sqrt_2_over_pi * 0.04715f)/|h.0.fch_gelu|GELU (the fc matmul's epilogue) with 0.04715 instead of 0.044715, a digit dropped"
-    "llmc/layernorm.h|s/dx\[c\] += s \* (d\[c\] \* weight\[c\] - g_mean - n \* gn_mean);/dx[c] += s * (d[c] * weight[c] - n * gn_mean);/|grad.wte|LayerNorm backward without the mean term"
+    "llmc/gelu.h|s/#define GELU_CUBIC 0.044715f/#define GELU_CUBIC 0.04715f/|h.0.fch_gelu|GELU with 0.04715 instead of 0.044715, a digit dropped (the fc matmul's epilogue and the backward)"
+    "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|grad.wte|LayerNorm backward without the mean term"
     "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
-    "llmc/encoder.h|s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
+    "llmc/encoder.h|s/vec_store(pos + c, vec_load(pos + c) + dc);/vec_store(pos + c, dc);/;s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
 )
 mkdir -p build
 for entry in "${MUTANTS[@]}"; do

@@ -284,7 +284,7 @@ struct run {
     int B, T, C, NH;
 };
 
-static void run_version(void *ctx) {
+static void call_version(void *ctx) {
     struct run *r = ctx;
     r->fn(r->dqkv, r->dout, r->out, r->lse, r->qkv, r->B, r->T, r->C, r->NH);
 }
@@ -325,20 +325,20 @@ int main(int argc, char **argv) {
             if (only && v != only) { continue; }
             memset(dqkv, 0, n_qkv * sizeof(float));
             struct run r = {versions[v].fn, dqkv, dout, out, lse, qkv, B, T, C, NH};
-            run_version(&r);
+            call_version(&r);
             double err = dqkv_rel_err(dqkv, ref, (size_t)B * T, C);
             int ok = err <= 1e-5;
             if (!ok) { printf("  MISMATCH dqkv: rel err %.3e > 1e-5\n", err); }
             // determinism: a second call from the same start gives the same bits
             memset(dqkv2, 0, n_qkv * sizeof(float));
             r.dqkv = dqkv2;
-            run_version(&r);
+            call_version(&r);
             int same = memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0;
             memcpy(dqkv, dqkv_init, n_qkv * sizeof(float));
             r.dqkv = dqkv;
-            run_version(&r);
+            call_version(&r);
             ok &= check_close("dqkv accumulated onto nonzero", dqkv, ref_acc, n_qkv, 1e-5);
-            double ms = time_budget_ms(run_version, &r, 500.0);
+            double ms = time_budget_ms(call_version, &r, 500.0);
             printf("  %d %-28s %10.3f ms %8.2f GFLOP/s   err dqkv %.1e %s%s\n", v, versions[v].name, ms,
                    flops / (ms * 1e-3) * 1e-9, err, ok ? "OK" : "FAIL", same ? "" : " NONDETERMINISTIC");
             failures += !ok || !same;

@@ -124,29 +124,29 @@ static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int
         for (int i = 0; i < ATTN_W; i++) { ot[d * ATTN_W + i] = 0.0f; }
     }
     // online softmax per query lane: m = running max of the scaled scores, l = running sum of exp(s - m)
-    attn_vec m[2] = {{0}}, l[2] = {{0}};
+    vfloat m[2] = {{0}}, l[2] = {{0}};
     m[0] -= INFINITY; m[1] -= INFINITY;
     const int kend = q0 + nq;  // keys 0 .. kend-1 are seen by some query of the tile
     // ATTN_BK is a multiple of W and q0 of W, so every key block starts at or before q0:
     // each query sees at least one key of every block and its block maximum is finite.
     for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
         const int nk = attn_min(ATTN_BK, kend - k0);
-        attn_vec mx[2] = {{0}};  // block maxima of the raw scores (scale > 0 keeps the order)
+        vfloat mx[2] = {{0}};  // block maxima of the raw scores (scale > 0 keeps the order)
         mx[0] -= INFINITY; mx[1] -= INFINITY;
         for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
             ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx,
                            k + (k0 + j0) * C3, C3, qt, hs, k0 + j0, q0);
         }
-        attn_vec alpha[2], sum[2] = {{0}};
+        vfloat alpha[2], sum[2] = {{0}};
         for (int u = 0; u < 2; u++) {
-            const attn_vec m_new = attn_max(m[u], mx[u] * scale);
-            alpha[u] = attn_exp(m[u] - m_new);  // rescales what was summed so far; exp(-inf) = 0 at the start
+            const vfloat m_new = vec_max(m[u], mx[u] * scale);
+            alpha[u] = vec_exp(m[u] - m_new);  // rescales what was summed so far; exp(-inf) = 0 at the start
             m[u] = m_new;
         }
         for (int j = 0; j < nk; j++) {
             for (int u = 0; u < 2; u++) {
-                attn_vec *s = (attn_vec *)(st + j * ATTN_W + u * ATTN_VW);
-                *s = attn_exp(*s * scale - m[u]);
+                vfloat *s = (vfloat *)(st + j * ATTN_W + u * ATTN_VW);
+                *s = vec_exp(*s * scale - m[u]);
                 sum[u] += *s;
             }
         }
@@ -160,7 +160,7 @@ static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int
         }
     }
     for (int d = 0; d < hs; d++) {
-        for (int u = 0; u < 2; u++) { *(attn_vec *)(ot + d * ATTN_W + u * ATTN_VW) /= l[u]; }
+        for (int u = 0; u < 2; u++) { *(vfloat *)(ot + d * ATTN_W + u * ATTN_VW) /= l[u]; }
     }
     for (int i = 0; i < nq; i++) {
         float *o = out + ((size_t)b * T + q0 + i) * C + h * hs;
@@ -223,7 +223,7 @@ struct run {
     int B, T, C, NH;
 };
 
-static void run_version(void *ctx) {
+static void call_version(void *ctx) {
     struct run *r = ctx;
     r->fn(r->out, r->lse, r->qkv, r->B, r->T, r->C, r->NH);
 }
@@ -252,7 +252,7 @@ int main(int argc, char **argv) {
             struct run r = {versions[v].fn, out, lse, qkv, B, T, C, NH};
             fill_random(out, (size_t)B * T * C, 104);  // garbage in: every output must be written
             fill_random(lse, (size_t)B * NH * T, 105);
-            run_version(&r);
+            call_version(&r);
             int ok = check_close("out", out, ref_out, (size_t)B * T * C, 1e-5) &
                      check_close("lse", lse, ref_lse, (size_t)B * NH * T, 1e-5);
             double err_out = max_rel_err(out, ref_out, (size_t)B * T * C);
@@ -261,12 +261,12 @@ int main(int argc, char **argv) {
             float *out2 = make_random((size_t)B * T * C, 106);
             float *lse2 = make_random((size_t)B * NH * T, 107);
             struct run r2 = {versions[v].fn, out2, lse2, qkv, B, T, C, NH};
-            run_version(&r2);
+            call_version(&r2);
             int same = memcmp(out, out2, (size_t)B * T * C * sizeof(float)) == 0 &&
                        memcmp(lse, lse2, (size_t)B * NH * T * sizeof(float)) == 0;
             free(out2);
             free(lse2);
-            double ms = time_budget_ms(run_version, &r, 500.0);
+            double ms = time_budget_ms(call_version, &r, 500.0);
             printf("  %d %-28s %10.3f ms %8.2f GFLOP/s   err out %.1e lse %.1e %s%s\n", v, versions[v].name, ms,
                    flops / (ms * 1e-3) * 1e-9, err_out, err_lse, ok ? "OK" : "FAIL",
                    same ? "" : " NONDETERMINISTIC");

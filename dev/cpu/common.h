@@ -86,3 +86,82 @@ static double time_budget_ms(void (*fn)(void *), void *ctx, double budget_ms) {
     int reps = (int)(budget_ms / (first + 1e-3));
     return time_median_ms(fn, ctx, reps < 3 ? 3 : reps > 25 ? 25 : reps);
 }
+
+// ----------------------------------------------------------------------------
+// Versions of a kernel against version 1, for the elementwise harnesses.
+
+// The outputs of a kernel call: what each holds before a call (accumulating kernels
+// start from init; NULL leaves it as it is) and version 1's results, the reference.
+#define MAX_OUTPUTS 4
+typedef struct {
+    int count;
+    const char *name[MAX_OUTPUTS];
+    float *buf[MAX_OUTPUTS];
+    const float *init[MAX_OUTPUTS];
+    float *ref[MAX_OUTPUTS];
+    size_t n[MAX_OUTPUTS];
+} Outputs;
+
+static void outputs_add(Outputs *o, const char *name, float *buf, const float *init, size_t n) {
+    if (o->count == MAX_OUTPUTS) { die("too many outputs"); }
+    o->name[o->count] = name;
+    o->buf[o->count] = buf;
+    o->init[o->count] = init;
+    o->ref[o->count] = aligned_alloc_or_die(n * sizeof(float), "reference output");
+    o->n[o->count] = n;
+    o->count++;
+}
+
+static void outputs_free(Outputs *o) {
+    for (int i = 0; i < o->count; i++) { free(o->ref[i]); }
+    o->count = 0;
+}
+
+// The shortest wall time in ms of `reps` calls of fn(ctx) after a warm-up call: on a shared
+// machine the least disturbed run (a median still moves by 2x when a neighbour runs).
+static double time_best_ms(void (*fn)(void *), void *ctx, int reps) {
+    fn(ctx);
+    double best = INFINITY;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_seconds();
+        fn(ctx);
+        double ms = (now_seconds() - t0) * 1e3;
+        if (ms < best) { best = ms; }
+    }
+    return best;
+}
+
+// Calls fn(ctx) once from the initial outputs; version 1's results become the reference,
+// any other version's are checked against it (relative tolerance tol). Then, if timed,
+// the best time of enough calls to take about a second (5 to 50), printed with the
+// bandwidth of `bytes` moved per call. Returns 1 if it matched.
+static int run_version(const char *shape, int version, const char *what, void (*fn)(void *), void *ctx,
+                       Outputs *o, double bytes, double tol, int timed) {
+    for (int i = 0; i < o->count; i++) {
+        if (o->init[i] != NULL) { memcpy(o->buf[i], o->init[i], o->n[i] * sizeof(float)); }
+    }
+    double t0 = now_seconds();
+    fn(ctx);
+    double first_ms = (now_seconds() - t0) * 1e3;
+    int ok = 1;
+    for (int i = 0; i < o->count; i++) {
+        if (version == 1) { memcpy(o->ref[i], o->buf[i], o->n[i] * sizeof(float)); }
+        else { ok &= check_close(o->name[i], o->buf[i], o->ref[i], o->n[i], tol); }
+    }
+    if (timed) {
+        int reps = (int)(1000.0 / (first_ms + 1e-3));
+        double ms = time_best_ms(fn, ctx, reps < 5 ? 5 : reps > 50 ? 50 : reps);
+        printf("  %-16s v%d %-44s %9.3f ms %7.1f GB/s%s\n", shape, version, what, ms, bytes / ms * 1e-6,
+               ok ? "" : "  MISMATCH");
+    } else if (!ok) {
+        printf("  %-16s v%d %-44s MISMATCH\n", shape, version, what);
+    }
+    return ok;
+}
+
+// The version asked for on the command line (0: all).
+static int version_arg(int argc, char **argv) {
+    int v = argc > 1 ? atoi(argv[1]) : 0;
+    if (argc > 2 || v < 0) { die("usage: %s [VERSION]", argv[0]); }
+    return v;
+}

@@ -1,6 +1,6 @@
 /*
 Correctness of llmc/gemm.h and llmc/matmul.h against float64 references, for whichever
-micro-kernel variant this is compiled with (-DGEMM_KERNEL=512|256|128, default: the target's).
+micro-kernel variant this is compiled with (-DVEC_WIDTH=16|8|4, default: the target's).
 No OpenBLAS, no timing: scripts/test_gemm.sh builds it for every variant (the AVX-512 one
 too, on any x86-64) and runs it in CI.
 
@@ -285,7 +285,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
     free(dinp); free(dw); free(db); free(dinp0); free(dw0); free(db0); free(fwd); free(fwd_mag);
 }
 
-// gemm_vgelu against float64 on a dense sweep. Allowed: 8 ulp, plus where x is very negative
+// gelu_vec (gelu.h, the GELU epilogue) against float64 on a dense sweep. Allowed: 8 ulp, plus where x is very negative
 // the conditioning of exp at -2u (an ulp of the fp32 argument moves exp by |2u| ulp), and
 // 1e-37 absolute (values near FLT_MIN, where exp(-2u) overflows).
 static void check_gelu(void) {
@@ -293,8 +293,7 @@ static void check_gelu(void) {
     for (int i = -2000000; i <= 2000000; i += GEMM_VEC) {
         gemm_vf x;
         for (int l = 0; l < GEMM_VEC; l++) { x[l] = (float)((i + l) * 1e-5); }
-        gemm_vf y = x;
-        gemm_vgelu(&y);
+        gemm_vf y = gelu_vec(x);
         for (int l = 0; l < GEMM_VEC; l++) {
             double want = gelu64(x[l]), two_u = fabs(2.0 * 0.7978845608028654 * (x[l] + 0.044715 * x[l] * x[l] * x[l]));
             double e = fabs(y[l] - want) / ((8.0 + 4.0 * two_u) * 0x1p-24 * fabs(want) + 1e-37);
@@ -302,18 +301,18 @@ static void check_gelu(void) {
         }
     }
     char name[160];
-    snprintf(name, sizeof(name), "gemm_vgelu on [-20, 20]: worst %.2f of (8 + 4|2u|) ulp (at x = %.5g)", worst, worst_x);
+    snprintf(name, sizeof(name), "gelu_vec on [-20, 20]: worst %.2f of (8 + 4|2u|) ulp (at x = %.5g)", worst, worst_x);
     report(name, worst <= 1.0, "beyond the bound");
     gemm_vf big = (gemm_vf){0} + 1e30f, small = (gemm_vf){0} - 1e30f, nan = (gemm_vf){0} + NAN;
-    gemm_vgelu(&big);
-    gemm_vgelu(&small);
-    gemm_vgelu(&nan);
-    report("gemm_vgelu at +-1e30 and NaN", big[0] == 1e30f && small[0] == 0.0f && isnan(nan[0]),
+    big = gelu_vec(big);
+    small = gelu_vec(small);
+    nan = gelu_vec(nan);
+    report("gelu_vec at +-1e30 and NaN", big[0] == 1e30f && small[0] == 0.0f && isnan(nan[0]),
            "wrong limits");
 }
 
 int main(void) {
-    printf("micro-kernel variant GEMM_KERNEL=%d: %d x %d tile, %d-float vectors\n", GEMM_KERNEL, GEMM_MR,
+    printf("micro-kernel variant VEC_WIDTH=%d: %d x %d tile, %d-float vectors\n", VEC_WIDTH, GEMM_MR,
            GEMM_NR, GEMM_VEC);
     check_gelu();
     check_problems();

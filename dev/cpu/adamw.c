@@ -1,0 +1,144 @@
+/*
+The passes over all parameters in an optimizer step (llmc/adamw.h): AdamW, the
+gradients' sum of squares (for the norm) and zeroing the gradients.
+
+  ./adamw [VERSION]
+
+Kernels and versions:
+  adamw_update     params, m, v updated from grads
+    1  the simple code: scalar (GCC does not vectorize it: sqrtf sets errno)
+    2  vectorized, sqrtf lane by lane (exact, but scalar square roots)
+    3  llmc/adamw.h: vectorized, vec_sqrt (Newton, within 1 ulp)
+  sum_of_squares   sum of g^2 over the gradients, in double (gpt2_grad_norm)
+    1  the simple code of gpt2_grad_norm: 64 parts, a double running sum each
+    2  llmc/adamw.h: the same 64 parts, blocks of 1024 in float vectors into a double
+  zero             grads = 0 (gpt2_zero_grad): memset, the one version (measured against
+                   a memset of each thread's half: no faster, so the model keeps memset)
+
+n = 124,475,904 floats (GPT-2 124M's parameters with Vp = 50304), and an odd 1,000,003.
+Bytes per call: AdamW reads params, grads, m, v and writes params, m, v: 7 n floats;
+sum of squares reads n; zeroing writes n.
+*/
+#include "common.h"
+#include "llmc/adamw.h"
+
+// 1: the simple code, as it was in llmc/adamw.h.
+static void adamw_update1(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    const float bias_correction1 = 1.0f - powf(beta1, (float)t);
+    const float sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t));
+    const float step_size = lr / bias_correction1;
+    const float decay = 1.0f - lr * weight_decay;
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i] * grad_scale;
+        float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        params[i] = params[i] * decay - step_size * mi / (sqrtf(vi) / sqrt_bias_correction2 + eps);
+    }
+}
+
+// 2: vectorized, with the exact sqrtf of each lane (v >= 0, so no errno path is taken).
+static void adamw_update2(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    const float bias_correction1 = 1.0f - powf(beta1, (float)t);
+    const float sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t));
+    const float step_size = lr / bias_correction1;
+    const float decay = 1.0f - lr * weight_decay;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i += VEC_WIDTH) {
+        const int k = n - i < VEC_WIDTH ? (int)(n - i) : VEC_WIDTH;
+        const vfloat g = vec_load_partial(grads + i, k) * grad_scale;
+        const vfloat mi = beta1 * vec_load_partial(m + i, k) + (1.0f - beta1) * g;
+        const vfloat vi = beta2 * vec_load_partial(v + i, k) + (1.0f - beta2) * g * g;
+        vec_store_partial(m + i, mi, k);
+        vec_store_partial(v + i, vi, k);
+        vfloat root;
+        for (int l = 0; l < VEC_WIDTH; l++) { root[l] = vi[l] >= 0.0f ? sqrtf(vi[l]) : 0.0f; }
+        const vfloat p = vec_load_partial(params + i, k);
+        vec_store_partial(params + i, p * decay - step_size * mi / (root / sqrt_bias_correction2 + eps), k);
+    }
+}
+
+// 1: the simple code of gpt2_grad_norm (squared).
+static double sum_of_squares1(const float *x, size_t n) {
+    enum { PARTS = 64 };
+    double partial[PARTS];
+    #pragma omp parallel for
+    for (int p = 0; p < PARTS; p++) {
+        size_t i0 = n * p / PARTS, i1 = n * (p + 1) / PARTS;
+        double s = 0.0;
+        for (size_t i = i0; i < i1; i++) { s += (double)x[i] * x[i]; }
+        partial[p] = s;
+    }
+    double total = 0.0;
+    for (int p = 0; p < PARTS; p++) { total += partial[p]; }
+    return total;
+}
+
+typedef struct {
+    float *params, *m, *v, *sum, *zeroed;
+    const float *grads;
+    size_t n;
+} Args;
+
+#define ADAMW_ARGS(a) a->params, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3
+static void adamw1(void *p) { Args *a = p; adamw_update1(ADAMW_ARGS(a)); }
+static void adamw2(void *p) { Args *a = p; adamw_update2(ADAMW_ARGS(a)); }
+static void adamw3(void *p) { Args *a = p; adamw_update(ADAMW_ARGS(a)); }
+static void sumsq1(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares1(a->grads, a->n); }
+static void sumsq2(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares(a->grads, a->n); }
+static void zero1(void *p) { Args *a = p; memset(a->zeroed, 0, a->n * sizeof(float)); }
+
+typedef struct { const char *kernel; void (*fn[3])(void *); const char *what[3]; double floats; } Kernel;
+static const Kernel KERNELS[] = {
+    {"adamw_update", {adamw1, adamw2, adamw3}, {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt"}, 7},
+    {"sum_of_squares", {sumsq1, sumsq2}, {"simple (double running sums)", "llmc: float vector blocks into double"}, 1},
+    {"zero", {zero1}, {"memset"}, 1},
+};
+
+int main(int argc, char **argv) {
+    const int only = version_arg(argc, argv);
+    const size_t sizes[] = {124475904, 1000003};
+    printf("adamw: %d threads, VEC_WIDTH %d\n", omp_get_max_threads(), VEC_WIDTH);
+    int fails = 0;
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        const size_t n = sizes[s];
+        char shape[32];
+        snprintf(shape, sizeof(shape), "n=%zu", n);
+        float *params0 = make_random(n, 1), *grads = make_random(n, 2), *m0 = make_random(n, 3), *v0 = make_random(n, 4);
+        for (size_t i = 0; i < n; i++) { v0[i] = v0[i] * v0[i] * 1e-4f; m0[i] *= 1e-2f; grads[i] *= 1e-2f; }
+        for (size_t i = 0; i < n; i += 1000) { v0[i] = 0.0f; m0[i] = 0.0f; }  // as in the padded rows of wte
+        Args a = {aligned_alloc_or_die(n * 4, "params"), aligned_alloc_or_die(n * 4, "m"),
+                  aligned_alloc_or_die(n * 4, "v"), aligned_alloc_or_die(4, "sum"), aligned_alloc_or_die(n * 4, "zeroed"),
+                  grads, n};
+        for (size_t k = 0; k < sizeof(KERNELS) / sizeof(KERNELS[0]); k++) {
+            const Kernel *K = &KERNELS[k];
+            Outputs o = {0};
+            if (k == 0) {
+                outputs_add(&o, "params", a.params, params0, n);
+                outputs_add(&o, "m", a.m, m0, n);
+                outputs_add(&o, "v", a.v, v0, n);
+            } else if (k == 1) {
+                outputs_add(&o, "sum", a.sum, NULL, 1);
+            } else {
+                outputs_add(&o, "zeroed", a.zeroed, params0, n);
+            }
+            for (int v = 1; v <= 3 && K->fn[v - 1] != NULL; v++) {
+                if (v == 1 || only == 0 || only == v) {
+                    char what[96];
+                    snprintf(what, sizeof(what), "%s: %s", K->kernel, K->what[v - 1]);
+                    fails += !run_version(shape, v, what, K->fn[v - 1], &a, &o, K->floats * n * sizeof(float),
+                                          1e-6, only == 0 || only == v);
+                }
+            }
+            outputs_free(&o);
+        }
+        free(a.params); free(a.m); free(a.v); free(a.sum); free(a.zeroed);
+        free(params0); free(grads); free(m0); free(v0);
+    }
+    printf("%s\n", fails ? "FAIL" : "OK: every version matches version 1");
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,148 @@
+/*
+Portable SIMD for the elementwise kernels: GCC vector extensions, no ISA intrinsics,
+so the same source is correct on any x86-64 (and any other target GCC or clang has).
+
+Vector width VEC_WIDTH: 16 floats with AVX-512, 8 with AVX, 4 otherwise (the portable
+-march=x86-64 build); -DVEC_WIDTH=N forces one. A width wider than the target's is split
+by the compiler into narrower operations: slow, but the same arithmetic, which is how the
+AVX-512 code path is tested on an AVX2 machine. Results depend on VEC_WIDTH only through
+the order of sums (each kernel documents its order); for one build they are bit-identical
+run after run and for any thread count.
+
+Math:
+- vec_exp(x): expf to within 1.01 ulp (measured by dev/cpu/vecmath.c against double exp on
+  every float from -104 to 89), with IEEE limits: +inf above 88.72, gradual underflow to
+  subnormals and 0 below -87.34, exp(-inf) = 0, NaN for NaN.
+- vec_sqrt(x): sqrtf correctly rounded is not expressible in vector extensions (the
+  compiler only vectorizes sqrtf under -fno-math-errno), so it is a reciprocal square
+  root by Newton's method, within 1 ulp of sqrtf for finite x >= 0 (see its comment).
+GELU's tanh is computed through vec_exp as a sigmoid (gelu.h), which has no cancellation
+anywhere; so there is no separate vector tanh.
+
+The helpers are static and always inlined, so vectors passed by value have no ABI
+to keep (hence -Wpsabi off while a forced width is wider than the target's).
+*/
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef VEC_WIDTH
+#if defined(__AVX512F__)
+#define VEC_WIDTH 16
+#elif defined(__AVX__)
+#define VEC_WIDTH 8
+#else
+#define VEC_WIDTH 4
+#endif
+#endif
+#if VEC_WIDTH != 4 && VEC_WIDTH != 8 && VEC_WIDTH != 16
+#error "VEC_WIDTH must be 4, 8 or 16"  // kernels pad rows to 16 floats
+#endif
+
+// A width forced past the target's (a test build) makes every function that passes a vector
+// by value warn that its ABI differs; they are all inlined, so there is no ABI to keep.
+#if (VEC_WIDTH == 16 && !defined(__AVX512F__)) || (VEC_WIDTH == 8 && !defined(__AVX__))
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+typedef float vfloat __attribute__((vector_size(VEC_WIDTH * sizeof(float))));
+typedef int32_t vint __attribute__((vector_size(VEC_WIDTH * sizeof(float))));
+// The same vector at any alignment, allowed to alias float arrays: every load and store
+// goes through it (activation rows start anywhere: C need not be a multiple of VEC_WIDTH).
+typedef float vfloat_u __attribute__((vector_size(VEC_WIDTH * sizeof(float)), aligned(4), may_alias));
+
+#define VEC_INLINE static inline __attribute__((always_inline))
+
+VEC_INLINE vfloat vec_load(const float *p) { return *(const vfloat_u *)p; }
+VEC_INLINE void vec_store(float *p, vfloat v) { *(vfloat_u *)p = v; }
+VEC_INLINE vfloat vec_set1(float x) { return (vfloat){0} + x; }
+
+// The first n <= VEC_WIDTH floats at p, the other lanes 0; and its store: for the tail of
+// a row, so that every element goes through the same vector arithmetic.
+VEC_INLINE vfloat vec_load_partial(const float *p, int n) {
+    if (n == VEC_WIDTH) { return vec_load(p); }
+    vfloat v = {0};
+    for (int i = 0; i < n; i++) { v[i] = p[i]; }
+    return v;
+}
+VEC_INLINE void vec_store_partial(float *p, vfloat v, int n) {
+    if (n == VEC_WIDTH) { vec_store(p, v); return; }
+    for (int i = 0; i < n; i++) { p[i] = v[i]; }
+}
+
+// Lanes 0..n-1 true (all ones), the others false.
+VEC_INLINE vint vec_lanes_below(int n) {
+    vint lane;
+    for (int i = 0; i < VEC_WIDTH; i++) { lane[i] = i; }
+    return lane < n;
+}
+
+// Lane-wise select: mask lanes are all ones (true) or zero, as comparisons make them.
+VEC_INLINE vfloat vec_select(vint mask, vfloat if_true, vfloat if_false) {
+    return (vfloat)(((vint)if_true & mask) | ((vint)if_false & ~mask));
+}
+
+// Lane-wise max; a NaN in a propagates.
+VEC_INLINE vfloat vec_max(vfloat a, vfloat b) { return vec_select(a < b, b, a); }
+
+// Sum of the lanes in lane order (one fixed order, for determinism).
+VEC_INLINE float vec_sum(vfloat v) {
+    float s = v[0];
+    for (int i = 1; i < VEC_WIDTH; i++) { s += v[i]; }
+    return s;
+}
+
+VEC_INLINE float vec_max_lane(vfloat v) {
+    float m = v[0];
+    for (int i = 1; i < VEC_WIDTH; i++) { m = v[i] > m ? v[i] : m; }
+    return m;
+}
+
+// exp(x) in every lane, within 1.01 ulp (see the header comment for the limits).
+// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 in two parts, n * the first exact),
+// exp(r) by Cephes' expf polynomial, then times 2^n as 2^(n/2) * 2^(n - n/2): each
+// factor is a normal float for every n that occurs, so results that overflow become
+// +inf and results below FLT_MIN round to subnormals, as expf's.
+VEC_INLINE vfloat vec_exp(vfloat x) {
+    // beyond these exp is +inf or rounds to 0 anyway; n stays within the rounding trick's range
+    x = vec_select(x < -104.0f, vec_set1(-104.0f), x);
+    x = vec_select(x > 89.0f, vec_set1(89.0f), x);  // NaN compares false: stays NaN
+    const float round_magic = 0x1.8p23f;  // adding it rounds to an integer held in the low bits
+    const vfloat t = x * 1.44269504088896341f + round_magic;
+    const vfloat n = t - round_magic;
+    vfloat r = x - n * 0.693359375f;  // 0.693359375 has 8 significant bits: n * it is exact
+    r = r + n * 2.12194440e-4f;       // ln2 - 0.693359375
+    vfloat p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const vint ni = (vint)t - (vint)vec_set1(round_magic);  // n as an integer, -150..128
+    const vint half = ni >> 1, rest = ni - half;            // both within -75..64
+    const vfloat scale_half = (vfloat)((half + 127) << 23), scale_rest = (vfloat)((rest + 127) << 23);
+    return p * scale_half * scale_rest;
+}
+
+// sqrt(x) in every lane for x >= 0 (including +inf), within 1 ulp of sqrtf: y ~ 1/sqrt(x)
+// from the exponent-halving bit trick (3.5% error) and three Newton steps (to float
+// precision), then s = x * y and one Newton step on s itself. Zero and subnormal x go
+// through FLT_MIN, whose square root 1.08e-19 is what they get: callers add an epsilon
+// far larger (AdamW's 1e-8), so that error is absorbed.
+VEC_INLINE vfloat vec_sqrt(vfloat x) {
+    const vfloat xn = vec_select(x < 0x1p-126f, vec_set1(0x1p-126f), x);
+    vfloat y = (vfloat)(0x5f375a86 - ((vint)xn >> 1));  // the exponent halved and negated
+    const vfloat half_x = xn * 0.5f;
+    y = y * (1.5f - half_x * y * y);
+    y = y * (1.5f - half_x * y * y);
+    y = y * (1.5f - half_x * y * y);
+    const vfloat s = xn * y;
+    const vfloat fixed = s + (xn - s * s) * (0.5f * y);
+    return vec_select(xn == __builtin_inff(), xn, fixed);  // inf * 0 would be NaN
+}
+
+#pragma GCC diagnostic pop
