@@ -109,7 +109,7 @@ else
 fi
 
 # --- SIGKILL at random moments, resumed each time, until the run completes. Each
-# attempt lets the run log 1 to 6 new steps (whatever the machine's speed), then
+# attempt lets the run log 1 to 3 new steps (whatever the machine's speed), then
 # kills it at a random moment up to 0.1 s later: mid-step, mid-checkpoint, anywhere.
 train -x 40 -u 2 -q 0.1 -n 3 --keep 3 -o "$tmp/ref40" > /dev/null 2>&1
 kills=0
@@ -117,7 +117,7 @@ mkdir -p "$tmp/chaos"
 for attempt in $(seq 1 30); do
     [ "$(field $tmp/chaos/main.log 39 trl 2>/dev/null)" != "" ] && break
     before=$(cat "$tmp/chaos/main.log" 2>/dev/null | wc -l)
-    want=$((before + 1 + RANDOM % 6))
+    want=$((before + 1 + RANDOM % 3))
     train -x 40 -u 2 -q 0.1 -n 3 --keep 3 -o "$tmp/chaos" -y 1 > /dev/null 2>&1 &
     pid=$!
     for _ in $(seq 1 3000); do
