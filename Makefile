@@ -60,13 +60,20 @@ bench: train_gpt2
 	bash scripts/bench.sh
 
 # perf's view of a few GPT-2 124M steps: a build with symbols and frame pointers
-# (kernels kept out of line so each shows under its own name), then the top of the report.
+# (kernels kept out of line so each shows under its own name), recorded after the
+# warm-up step only (the trainer enables perf's events through a control FIFO), then
+# the top of the report.
 PROFILE_CFLAGS = $(CFLAGS) -g -fno-omit-frame-pointer -fno-inline-functions-called-once
 profile:
 	@mkdir -p build
 	$(CC) $(PROFILE_CFLAGS) train_gpt2.c -o build/train_gpt2_profile $(LDLIBS)
-	perf record -g -o build/perf.data build/train_gpt2_profile -e d12 -b 4 -t 64 -x 4 -v 0 -s 0 --shuffle 0 --profile 1
-	perf report -i build/perf.data --stdio --no-children --percent-limit 0.5 2>/dev/null | grep -v '^$$' | head -n 60
+	rm -f build/perf.ctl && mkfifo build/perf.ctl
+	LLMC_PERF_CTL=build/perf.ctl perf record -g -D -1 --control fifo:build/perf.ctl -o build/perf.data \
+		build/train_gpt2_profile -e d12 -b 4 -t 64 -x 4 -v 0 -s 0 --shuffle 0 --profile 1
+	perf report -i build/perf.data --stdio --no-children -g none --percent-limit 0.3 2>/dev/null | grep -v '^$$' | head -n 40
+	@echo "call graphs: perf report -i build/perf.data --no-children"
+	@echo "per-kernel times of the same steps: the --profile tables above"
+
 
 # Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
 bench-tokenizer: tokenize

@@ -11,6 +11,7 @@ one per validation ("s:STEP tel:LOSS"); -y 1 resumes from DIR's newest
 complete checkpoint and continues exactly as if never stopped.
 */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -209,6 +210,19 @@ static Faults read_faults(void) {
     else if (sscanf(s, "kill-in-checkpoint:%d", &step) == 1) { f.kill_checkpoint_step = step; }
     else { die("LLMC_FAULT=%s: not nan-loss:STEP or kill-in-checkpoint:STEP", s); }
     return f;
+}
+
+// make profile: perf record starts with its events off (-D -1) and a control FIFO,
+// named by LLMC_PERF_CTL; the trainer turns them on once the first (warm-up) step is
+// done, so the profile holds steps only, not the start-up (allocation, initialization).
+static void perf_enable_events(void) {
+    const char *fifo = getenv("LLMC_PERF_CTL");
+    if (fifo == NULL) { return; }
+    int fd = open(fifo, O_WRONLY | O_NONBLOCK);
+    if (fd < 0 || write(fd, "enable\n", 7) != 7) {
+        fprintf(stderr, "warning: LLMC_PERF_CTL=%s: cannot tell perf to start: %s\n", fifo, strerror(errno));
+    }
+    if (fd >= 0) { close(fd); }
 }
 
 // ----------------------------------------------------------------------------
@@ -437,7 +451,8 @@ int main(int argc, char **argv) {
     int *gen_tokens = malloc_or_die(((size_t)args.gen_tokens + 1) * sizeof(int), "sample tokens");
     float *sample_scratch = malloc_or_die((size_t)config.vocab_size * sizeof(float), "sampler");
 
-    for (int step = state.step; step <= max_steps; step++) {
+    const int first_step = state.step;
+    for (int step = first_step; step <= max_steps; step++) {
         const int last_step = step == max_steps;
         // at the step a checkpoint was made, its validation and sample were done before it
         const int just_resumed = resumed && step == state.step;
@@ -464,6 +479,7 @@ int main(int argc, char **argv) {
         }
         if (last_step) { break; }
 
+        if (step == first_step + 1) { perf_enable_events(); }
         // one optimizer step over `accum` micro-batches
         double t0 = now_seconds();
         profile_start(&model.profile);
