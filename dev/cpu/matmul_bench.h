@@ -58,7 +58,9 @@ static double bench_ms(void (*fn)(void *), void *ctx, double budget_ms) {
 
 // Ours (the last version) and OpenBLAS are timed in MATMUL_ROUNDS alternating rounds and
 // each keeps its best: a burst of other work during one round then spoils neither ratio.
+#ifndef MATMUL_ROUNDS
 #define MATMUL_ROUNDS 3
+#endif
 
 static void settle(void);
 
