@@ -283,7 +283,7 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     model->num_activations = acts_floats;
     model->params_span = params_floats;
     model->arena_bytes = (4 * params_floats + acts_floats) * sizeof(float);
-    model->arena = huge_alloc_or_die(model->arena_bytes, "the model arena");
+    model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
     gemm_init();  // the matmuls' packing buffers, once
     float *p = model->arena;
     model->params_memory = p; p += params_floats;
@@ -295,8 +295,14 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
     point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
     point_tensors((float **)&model->acts, model->act_sizes, NUM_ACTIVATION_TENSORS, p);
-    // zero the padding between tensors too: the whole of params, grads, m and v
-    memset(model->params_memory, 0, 4 * params_floats * sizeof(float));
+    // zero the padding between tensors too: the whole of params, grads, m and v; and first
+    // touch every page of the arena now, on all threads (page faults are most of the cost)
+    const size_t arena_floats = 4 * params_floats + acts_floats, zero_block = (size_t)1 << 20;
+    #pragma omp parallel for schedule(static)
+    for (long long b = 0; b < (long long)((arena_floats + zero_block - 1) / zero_block); b++) {
+        const size_t i0 = (size_t)b * zero_block;
+        memset(model->arena + i0, 0, (arena_floats - i0 < zero_block ? arena_floats - i0 : zero_block) * sizeof(float));
+    }
     model->mean_loss = -1.0f;
 
     char b1[32], b2[32], b3[32], b4[32];
@@ -399,15 +405,16 @@ static void gpt2_load_params(GPT2 *model, const char *path) {
 // LayerNorm weights 1. Only the first V rows of wte are drawn; the padding stays 0.
 static void gpt2_init_params(GPT2 *model, uint64_t seed) {
     const GPT2Config *cfg = &model->config;
-    uint64_t rng = random_seed_state(seed);
     const float residual_std = 0.02f / sqrtf(2.0f * cfg->num_layers);
     ParameterTensors *p = &model->params;
-    random_normal(p->wte, (size_t)cfg->vocab_size * cfg->channels, 0.0f, 0.02f, &rng);
-    random_normal(p->wpe, model->param_sizes[1], 0.0f, 0.02f, &rng);
-    random_normal(p->qkvw, model->param_sizes[4], 0.0f, 0.02f, &rng);
-    random_normal(p->attprojw, model->param_sizes[6], 0.0f, residual_std, &rng);
-    random_normal(p->fcw, model->param_sizes[10], 0.0f, 0.02f, &rng);
-    random_normal(p->fcprojw, model->param_sizes[12], 0.0f, residual_std, &rng);
+    // each tensor's values come from its own range of random streams (2^32 blocks apart)
+    const uint64_t tensor = (uint64_t)1 << 32;
+    random_normal_parallel(p->wte, (size_t)cfg->vocab_size * cfg->channels, 0.0f, 0.02f, seed, 0 * tensor);
+    random_normal_parallel(p->wpe, model->param_sizes[1], 0.0f, 0.02f, seed, 1 * tensor);
+    random_normal_parallel(p->qkvw, model->param_sizes[4], 0.0f, 0.02f, seed, 4 * tensor);
+    random_normal_parallel(p->attprojw, model->param_sizes[6], 0.0f, residual_std, seed, 6 * tensor);
+    random_normal_parallel(p->fcw, model->param_sizes[10], 0.0f, 0.02f, seed, 10 * tensor);
+    random_normal_parallel(p->fcprojw, model->param_sizes[12], 0.0f, residual_std, seed, 12 * tensor);
     for (size_t i = 0; i < model->param_sizes[2]; i++) { p->ln1w[i] = 1.0f; }
     for (size_t i = 0; i < model->param_sizes[8]; i++) { p->ln2w[i] = 1.0f; }
     for (size_t i = 0; i < model->param_sizes[14]; i++) { p->lnfw[i] = 1.0f; }

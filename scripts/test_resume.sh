@@ -109,23 +109,21 @@ else
 fi
 
 # --- SIGKILL at random moments, resumed each time, until the run completes. Each
-# attempt lets the run log 1 to 3 new steps (whatever the machine's speed), then
-# kills it at a random moment up to 0.1 s later: mid-step, mid-checkpoint, anywhere.
+# attempt is killed at a moment drawn uniformly from the first sixth of an uninterrupted
+# run's time (measured just before): mid-step, mid-checkpoint, during start-up, anywhere;
+# so a run needs at least 6 attempts (5 of them killed), whatever the machine's speed.
+start=$(date +%s%N)
 train -x 40 -u 2 -q 0.1 -n 3 --keep 3 -o "$tmp/ref40" > /dev/null 2>&1
+run_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 kills=0
 mkdir -p "$tmp/chaos"
-for attempt in $(seq 1 30); do
+for attempt in $(seq 1 60); do
     [ "$(field $tmp/chaos/main.log 39 trl 2>/dev/null)" != "" ] && break
-    before=$(cat "$tmp/chaos/main.log" 2>/dev/null | wc -l)
-    want=$((before + 1 + RANDOM % 3))
-    train -x 40 -u 2 -q 0.1 -n 3 --keep 3 -o "$tmp/chaos" -y 1 > /dev/null 2>&1 &
+    # not through train(): $! must be train_gpt2 itself, not a subshell around it
+    ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -v 0 -s 0 \
+        -x 40 -u 2 -q 0.1 -n 3 --keep 3 -o "$tmp/chaos" -y 1 > /dev/null 2>&1 &
     pid=$!
-    for _ in $(seq 1 3000); do
-        [ "$(cat "$tmp/chaos/main.log" 2>/dev/null | wc -l)" -ge $want ] && break
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.01
-    done
-    sleep "0.0$((RANDOM % 10))"
+    sleep "$(awk -v r=$RANDOM -v ms=$run_ms 'BEGIN { printf "%.4f", r / 32768 * ms / 6 / 1000 }')"
     kill -9 $pid 2>/dev/null && kills=$((kills + 1))
     wait $pid 2>/dev/null
 done
