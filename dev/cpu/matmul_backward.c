@@ -176,21 +176,20 @@ int main(int argc, char **argv) {
         }
         printf("  OpenBLAS   to input %9.3f ms %7.1f GFLOP/s   to weight %9.3f ms %7.1f GFLOP/s  %s\n", ms_blas[0],
                gflops(flops, ms_blas[0]), ms_blas[1], gflops(flops, ms_blas[1]), ok_blas ? "ok" : "WRONG");
+        double ratio[2];
         for (int w = 0; w < 2; w++) {
             run_ctx ours_ctx = {versions[ours], w, dinp, dw, db, dout, inp, weight, sh.BT, sh.C, sh.OC};
             blas.to_weight = w;
-            bench_more_rounds(run, &ours_ctx, &blas, budget, &ms_ours[w], &ms_blas[w]);
+            ratio[w] = bench_more_rounds(run, &ours_ctx, &blas, budget, &ms_ours[w], &ms_blas[w]);
         }
-        printf("  best of %d rounds, version %d / OpenBLAS: to input %.1f / %.1f GFLOP/s = %.2f, "
-               "to weight %.1f / %.1f GFLOP/s = %.2f\n", MATMUL_ROUNDS, ours, gflops(flops, ms_ours[0]),
-               gflops(flops, ms_blas[0]), ms_blas[0] / ms_ours[0], gflops(flops, ms_ours[1]),
-               gflops(flops, ms_blas[1]), ms_blas[1] / ms_ours[1]);
+        printf("  %d rounds, version %d / OpenBLAS: to input %.1f / %.1f GFLOP/s (best), %.2f (median), "
+               "to weight %.1f / %.1f GFLOP/s, %.2f\n", MATMUL_ROUNDS, ours, gflops(flops, ms_ours[0]),
+               gflops(flops, ms_blas[0]), ratio[0], gflops(flops, ms_ours[1]), gflops(flops, ms_blas[1]), ratio[1]);
         snprintf(summary[s], sizeof(summary[s]), "%-18s %5d %5d %6d  %7.1f %7.1f %5.2f   %7.1f %7.1f %5.2f",
                  sh.name, sh.BT, sh.C, sh.OC, gflops(flops, ms_ours[0]), gflops(flops, ms_blas[0]),
-                 ms_blas[0] / ms_ours[0], gflops(flops, ms_ours[1]), gflops(flops, ms_blas[1]),
-                 ms_blas[1] / ms_ours[1]);
+                 ratio[0], gflops(flops, ms_ours[1]), gflops(flops, ms_blas[1]), ratio[1]);
         if (flops >= 1e8) {
-            for (int w = 0; w < 2; w++) { log_ratio[w] += log(ms_blas[w] / ms_ours[w]); }
+            for (int w = 0; w < 2; w++) { log_ratio[w] += log(ratio[w]); }
             nratio++;
         }
         free(dout); free(inp); free(weight); free(dinp_ref); free(dw_ref); free(db_ref);
