@@ -52,7 +52,6 @@ from inside a parallel region.
 // share of L3. GEMM_MC is a multiple of GEMM_MR and GEMM_NC of GEMM_NR. The AVX2 values were
 // measured on Zen 3 (32 KiB L1, 512 KiB L2); the AVX-512 ones follow from Zen 4/5's caches
 // (32-48 KiB L1, 1 MiB L2: a 24 KiB b panel, 256 rows of BT in one block), not measured.
-#if !defined(GEMM_KC)  // (-DGEMM_KC=.. -DGEMM_MC=.. -DGEMM_NC=.. together, for experiments)
 #if VEC_WIDTH == 16
 #  define GEMM_KC 192
 #  define GEMM_MC 264
@@ -65,7 +64,6 @@ from inside a parallel region.
 #  define GEMM_KC 256
 #  define GEMM_MC 120
 #  define GEMM_NC 4096
-#endif
 #endif
 
 #define GEMM_MAX_THREADS 256

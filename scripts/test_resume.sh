@@ -11,7 +11,8 @@ data=data/synth
 [ -f $data/synth_val_000000.bin ] || $PY scripts/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-train() { ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -v 0 -s 0 "$@"; }
+TRAIN=(./train_gpt2 -e $model -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -v 0 -s 0)
+train() { "${TRAIN[@]}" "$@"; }
 field() { sed -n "s/^s:$2 .*$3:\([^ ]*\).*/\1/p" "$1" | head -n 1; }  # field LOG STEP NAME
 losses() { grep ' trl:' "$1" | sed 's/ lr:.*//'; }                   # "s:N trl:L" lines
 
@@ -120,8 +121,7 @@ mkdir -p "$tmp/chaos"
 for attempt in $(seq 1 60); do
     [ "$(field $tmp/chaos/main.log 39 trl 2>/dev/null)" != "" ] && break
     # not through train(): $! must be train_gpt2 itself, not a subshell around it
-    ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -v 0 -s 0 \
-        -x 40 -u 2 -q 0.1 -n 3 --keep 3 -o "$tmp/chaos" -y 1 > /dev/null 2>&1 &
+    "${TRAIN[@]}" -x 40 -u 2 -q 0.1 -n 3 --keep 3 -o "$tmp/chaos" -y 1 > /dev/null 2>&1 &
     pid=$!
     sleep "$(awk -v r=$RANDOM -v ms=$run_ms 'BEGIN { printf "%.4f", r / 32768 * ms / 6 / 1000 }')"
     kill -9 $pid 2>/dev/null && kills=$((kills + 1))

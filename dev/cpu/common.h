@@ -47,6 +47,16 @@ static int check_close(const char *what, const float *got, const float *ref, siz
     return ok;
 }
 
+// The median of x (n), which it sorts in place.
+static double median_of(double *x, int n) {
+    for (int i = 1; i < n; i++) {  // insertion sort, n is small
+        double v = x[i]; int j = i - 1;
+        while (j >= 0 && x[j] > v) { x[j + 1] = x[j]; j--; }
+        x[j + 1] = v;
+    }
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 // Median wall time in ms of `reps` calls of fn(ctx), after one warm-up call.
 static double time_median_ms(void (*fn)(void *), void *ctx, int reps) {
     double t[64];
@@ -57,12 +67,7 @@ static double time_median_ms(void (*fn)(void *), void *ctx, int reps) {
         fn(ctx);
         t[r] = (now_seconds() - t0) * 1e3;
     }
-    for (int i = 1; i < reps; i++) {  // insertion sort, reps is small
-        double v = t[i]; int j = i - 1;
-        while (j >= 0 && t[j] > v) { t[j + 1] = t[j]; j--; }
-        t[j + 1] = v;
-    }
-    return t[reps / 2];
+    return median_of(t, reps);
 }
 
 // Max |got - ref| / max |ref|, for reporting how close a version came.

@@ -66,15 +66,6 @@ static double bench_ms(void (*fn)(void *), void *ctx, double budget_ms) {
 
 static void settle(void);
 
-static double median_of(double *x, int n) {
-    for (int i = 1; i < n; i++) {  // insertion sort, n is small
-        double v = x[i]; int j = i - 1;
-        while (j >= 0 && x[j] > v) { x[j + 1] = x[j]; j--; }
-        x[j + 1] = v;
-    }
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 // The rounds after the first: *ms_ours and *ms_blas hold the first round's times and get the
 // best over all rounds; returns the median of the rounds' ratios (OpenBLAS ms / ours).
 // ours and blas are the contexts fn runs.
