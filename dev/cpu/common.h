@@ -57,11 +57,10 @@ static double median_of(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-// Median wall time in ms of `reps` calls of fn(ctx), after one warm-up call.
+// Median wall time in ms of `reps` calls of fn(ctx) (the caller has warmed it up).
 static double time_median_ms(void (*fn)(void *), void *ctx, int reps) {
     double t[64];
     if (reps > 64) { reps = 64; }
-    fn(ctx);
     for (int r = 0; r < reps; r++) {
         double t0 = now_seconds();
         fn(ctx);
@@ -122,10 +121,9 @@ static void outputs_free(Outputs *o) {
     o->count = 0;
 }
 
-// The shortest wall time in ms of `reps` calls of fn(ctx) after a warm-up call: on a shared
-// machine the least disturbed run (a median still moves by 2x when a neighbour runs).
+// The shortest wall time in ms of `reps` calls of fn(ctx) (the caller has warmed it up): on
+// a shared machine the least disturbed run (a median still moves by 2x when a neighbour runs).
 static double time_best_ms(void (*fn)(void *), void *ctx, int reps) {
-    fn(ctx);
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
         double t0 = now_seconds();
@@ -136,7 +134,7 @@ static double time_best_ms(void (*fn)(void *), void *ctx, int reps) {
     return best;
 }
 
-// Calls fn(ctx) once from the initial outputs; version 1's results become the reference,
+// Calls fn(ctx) once from the initial outputs (also the warm-up); version 1's results become the reference,
 // any other version's are checked against it (relative tolerance tol). Then, if timed,
 // the best time of enough calls to take about a second (5 to 50), printed with the
 // bandwidth of `bytes` moved per call. Returns 1 if it matched.

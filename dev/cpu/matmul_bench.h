@@ -45,15 +45,7 @@ static double bench_ms(void (*fn)(void *), void *ctx, double budget_ms) {
     fn(ctx);
     double once = (now_seconds() - t0) * 1e3;
     int reps = (int)(budget_ms / (once > 1e-3 ? once : 1e-3));
-    reps = reps < 3 ? 3 : reps > 31 ? 31 : reps;
-    double best = INFINITY;
-    for (int r = 0; r < reps; r++) {
-        t0 = now_seconds();
-        fn(ctx);
-        double ms = (now_seconds() - t0) * 1e3;
-        if (ms < best) { best = ms; }
-    }
-    return best;
+    return time_best_ms(fn, ctx, reps < 3 ? 3 : reps > 31 ? 31 : reps);
 }
 
 // Ours (the last version) and OpenBLAS are timed in MATMUL_ROUNDS alternating rounds. Each
