@@ -78,7 +78,7 @@ static void layernorm_backward1(float *dinp, float *dweight, float *dbias, float
                                 const float *inp, const float *mean, const float *rstd, const float *weight,
                                 int N, int C) {
     (void)scratch;
-    layernorm_backward_kernel1<<<(N + 255) / 256, 256>>>(dinp, dweight, dbias, dout, inp, mean, rstd, weight, N, C);
+    LAUNCH(layernorm_backward_kernel1, (N + 255) / 256, 256, 0, dinp, dweight, dbias, dout, inp, mean, rstd, weight, N, C);
 }
 
 // ---- 2: dinp by a warp per row; dweight and dbias by a thread per channel
@@ -123,8 +123,8 @@ static void layernorm_backward2(float *dinp, float *dweight, float *dbias, float
                                 const float *inp, const float *mean, const float *rstd, const float *weight,
                                 int N, int C) {
     (void)scratch;
-    dinp_kernel2<<<(N + 7) / 8, 256>>>(dinp, dout, inp, mean, rstd, weight, N, C);
-    dweight_dbias_kernel2<<<(C + 127) / 128, 128>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
+    LAUNCH(dinp_kernel2, (N + 7) / 8, 256, 0, dinp, dout, inp, mean, rstd, weight, N, C);
+    LAUNCH(dweight_dbias_kernel2, (C + 127) / 128, 128, 0, dweight, dbias, dout, inp, mean, rstd, N, C);
 }
 
 // ---- 3 and 4: per-block partials
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(PARTIAL_THREADS(K))
     constexpr int THREADS = PARTIAL_THREADS(K), W = THREADS / 32;
     constexpr bool SHARED = SHARED_SUMS(K);
     constexpr int KR = SHARED ? 1 : K;  // float4 of sums held in registers
-    extern __shared__ float block_sums[];  // 2 Cp: this block's partial; or 2 Cp per warp: its sums
+    DYNAMIC_SHARED(float, block_sums);  // 2 Cp: this block's partial; or 2 Cp per warp: its sums
     __shared__ bool is_last;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int Cp = (C + 3) / 4 * 4;
@@ -348,7 +348,8 @@ static int launch_partials(float *dinp, float *dweight, float *dbias, float *scr
         fprintf(stderr, "error: scratch too small for %d blocks at C=%d\n", grid, C);
         exit(1);
     }
-    layernorm_backward_partials_kernel<K, FUSED><<<grid, THREADS, smem>>>(
+    auto kernel = layernorm_backward_partials_kernel<K, FUSED>;
+    LAUNCH(kernel, grid, THREADS, smem,
         dinp, dweight, dbias, scratch, scratch_counter(scratch), dout, inp, mean, rstd, weight, N, C);
     return grid;
 }
@@ -371,7 +372,7 @@ static void layernorm_backward3(float *dinp, float *dweight, float *dbias, float
                                 int N, int C) {
     const int G = launch_partials_for_C<false>(dinp, dweight, dbias, scratch, dout, inp, mean, rstd, weight, N, C);
     const int columns = (C + 3) / 4 * 4 / 2;
-    reduce_partials_kernel3<<<(columns + 127) / 128, 128>>>(dweight, dbias, scratch, G, C);
+    LAUNCH(reduce_partials_kernel3, (columns + 127) / 128, 128, 0, dweight, dbias, scratch, G, C);
 }
 
 static void layernorm_backward4(float *dinp, float *dweight, float *dbias, float *scratch, const float *dout,
@@ -390,10 +391,12 @@ static const BackwardFn VERSIONS[NUM_VERSIONS + 1] = {
 
 // Tolerances, relative to the largest |reference|. dinp: the same fp32 formulas as
 // llmc/layernorm.h, differing only in the order of the two sums over a row (C <= 1600 terms):
-// a few 1e-7; 1e-5 leaves a wide margin and catches the mutant's 1/C. dweight and dbias sum
+// up to ~1e-6 seen; 1e-5 leaves a margin and catches the mutant's 1/C. dweight and dbias sum
 // N = 8192 rows in a different order (blocks of rows, atomics): the rounding of a sum of N
 // terms grows like sqrt(N) 2^-24 |partial sums|, ~1e-6 of the result here; 2e-5 is 10-20
-// times that, while losing one block's rows (mutant 2) is off by ~1e-2.
+// times that, while losing one block's rows (mutant 2) is off by ~1e-2. Their terms are of
+// size up to 1 (inputs in [-1, 1]), so the error is taken relative to at least 1: with C = 1
+// the only result may nearly cancel to 0, and its rounding error relative to itself is large.
 static const double TOL_DINP = 1e-5, TOL_DPARAM = 2e-5;
 
 static const char *USAGE =
@@ -458,12 +461,12 @@ int main(int argc, char **argv) {
                              memcmp(gb, again_dbias, C * sizeof(float)) == 0;
             double err_cpu = 0.0, err_v1 = 0.0;
             err_cpu = fmax(err_cpu, check_close("dinp vs cpu", gi, cpu_dinp, NC, TOL_DINP) / TOL_DINP);
-            err_cpu = fmax(err_cpu, check_close("dweight vs cpu", gw, cpu_dweight, C, TOL_DPARAM) / TOL_DPARAM);
-            err_cpu = fmax(err_cpu, check_close("dbias vs cpu", gb, cpu_dbias, C, TOL_DPARAM) / TOL_DPARAM);
+            err_cpu = fmax(err_cpu, check_close("dweight vs cpu", gw, cpu_dweight, C, TOL_DPARAM, 1.0) / TOL_DPARAM);
+            err_cpu = fmax(err_cpu, check_close("dbias vs cpu", gb, cpu_dbias, C, TOL_DPARAM, 1.0) / TOL_DPARAM);
             if (v != 1) {
                 err_v1 = fmax(err_v1, check_close("dinp vs version 1", gi, ref_dinp, NC, TOL_DINP) / TOL_DINP);
-                err_v1 = fmax(err_v1, check_close("dweight vs version 1", gw, ref_dweight, C, TOL_DPARAM) / TOL_DPARAM);
-                err_v1 = fmax(err_v1, check_close("dbias vs version 1", gb, ref_dbias, C, TOL_DPARAM) / TOL_DPARAM);
+                err_v1 = fmax(err_v1, check_close("dweight vs version 1", gw, ref_dweight, C, TOL_DPARAM, 1.0) / TOL_DPARAM);
+                err_v1 = fmax(err_v1, check_close("dbias vs version 1", gb, ref_dbias, C, TOL_DPARAM, 1.0) / TOL_DPARAM);
             }
             // versions 2-4 promise the same bits every run; version 1 (atomics) may differ
             const int ok = err_cpu <= 1.0 && err_v1 <= 1.0 && (same || v == 1);
@@ -474,8 +477,12 @@ int main(int argc, char **argv) {
                 VERSIONS[v](d_dinp, d_dweight, d_dbias, scratch, d_dout, d_inp, d_mean, d_rstd, d_weight, N, C);
             });
             const double gbs = bytes / ms[si][v] / 1e6;
-            printf("  version %d: %9.4f ms %7.0f GB/s %5.1f%% of bandwidth  err/tol vs cpu %.2f, vs v1 %.2f  "
-                   "%s  %s\n", v, ms[si][v], gbs, 100.0 * gbs / bandwidth, err_cpu, err_v1,
+            if (isnan(ms[si][v])) {  // emulated
+                printf("  version %d: checked (emulation: not timed)  ", v);
+            } else {
+                printf("  version %d: %9.4f ms %7.0f GB/s %5.1f%% of bandwidth  ", v, ms[si][v], gbs, 100.0 * gbs / bandwidth);
+            }
+            printf("err/tol vs cpu %.2f, vs v1 %.2f  %s  %s\n", err_cpu, err_v1,
                    same ? "same bits twice" : "bits differ between runs", ok ? "OK" : "FAIL");
         }
         free(inp); free(weight); free(bias); free(dout); free(out); free(mean); free(rstd);
@@ -486,7 +493,7 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaFree(d_mean)); CUDA_CHECK(cudaFree(d_rstd)); CUDA_CHECK(cudaFree(d_dinp));
         CUDA_CHECK(cudaFree(d_dweight)); CUDA_CHECK(cudaFree(d_dbias));
     }
-    if (only == 0) {
+    if (only == 0 && !isnan(bandwidth)) {
         printf("\ntime in us (share of the measured %.0f GB/s)\n%-18s", bandwidth, "shape");
         for (int v = 1; v <= NUM_VERSIONS; v++) { printf("  version %d       ", v); }
         printf("\n");
