@@ -9,10 +9,11 @@ before spending GPU time.
 Each block runs on its own: every thread of the block is a fiber (ucontext) on one OS
 thread; a fiber runs until it reaches a barrier (__syncthreads, or the warp-level
 __syncwarp and __shfl_xor_sync, which wait for the warp's lanes only) or ends, and the
-scheduler releases a barrier once every live thread it waits for is there, in thread order
-(a missing barrier between a write and another thread's read usually shows as a wrong
-result). Blocks run one after another, so atomics are plain adds and __shared__ variables
-are statics. Device memory is host memory; the device has EMU_SMS multiprocessors.
+scheduler releases a barrier once every live thread it waits for is there, and runs the
+threads in thread order (a missing barrier between a write and another thread's read
+usually shows as a wrong result; CUDA_EMU_REVERSE=1 runs them in reverse order, to expose
+a dependence on the order either way). Blocks run one after another, so atomics are plain
+adds and __shared__ variables are statics. Device memory is host memory; the device has EMU_SMS multiprocessors.
 Mixing a warp barrier with a block barrier, or a barrier some live threads never reach,
 is reported as a deadlock.
 */
@@ -100,6 +101,7 @@ static void emu_launch(unsigned grid, unsigned block, size_t smem, const std::fu
         emu.stacks = (unsigned char *)malloc((size_t)EMU_MAX_THREADS * EMU_STACK);
         if (emu.stacks == NULL) { emu_fail("out of memory for fiber stacks"); }
     }
+    static const int reverse = getenv("CUDA_EMU_REVERSE") != NULL && strcmp(getenv("CUDA_EMU_REVERSE"), "1") == 0;
     unsigned char *shared = (unsigned char *)malloc(smem > 0 ? smem : 1);
     emu.body = &body;
     gridDim = dim3{grid, 1, 1};
@@ -118,7 +120,8 @@ static void emu_launch(unsigned grid, unsigned block, size_t smem, const std::fu
             emu.state[t] = EMU_RUNNABLE;
         }
         for (;;) {
-            for (int t = 0; t < emu.threads; t++) {
+            for (int i = 0; i < emu.threads; i++) {
+                const int t = reverse ? emu.threads - 1 - i : i;
                 if (emu.state[t] != EMU_RUNNABLE) { continue; }
                 emu.current = t;
                 threadIdx = dim3{(unsigned)t, 0, 0};
