@@ -15,7 +15,8 @@ The question is how the N = B * T rows reduce into dweight and dbias (C each):
      dout and inp twice and has only C threads for the reduction
   3  parallel over rows: a grid of resident blocks, a warp per row, 128-bit loads, the row
      in registers; each lane sums its channels' dweight/dbias over the warp's rows in
-     registers, the block adds its warps' sums in shared memory (in warp order) into one
+     registers (past C = 1024 in its warp's slice of shared memory: the registers would
+     spill), the block adds its warps' sums in shared memory (in warp order) into one
      partial per block in a scratch buffer; a second kernel adds the partials in block order
   4  as 3, fused: the last block to finish (an atomic counter, after a memory fence) adds
      the partials, so there is one launch and no second kernel
