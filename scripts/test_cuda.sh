@@ -25,6 +25,10 @@ for h in layernorm_forward layernorm_backward; do
     expect_ok "dev/cuda/$h (emulated): every version matches version 1 and the CPU reference" "$dir/${h}_emu"
     expect_ok "dev/cuda/$h (emulated, threads in reverse order): every version matches" env CUDA_EMU_REVERSE=1 "$dir/${h}_emu"
 done
+for sms in 1 7; do
+    expect_ok "dev/cuda/layernorm_backward (emulated, $sms SMs: other grids for 3 and 4): every version matches" \
+        env CUDA_EMU_SMS=$sms "$dir/layernorm_backward_emu"
+done
 expect_caught "mutant: forward variance divided by C + 1 is caught" "$dir/layernorm_forward_mutant1_emu" 5
 expect_caught "mutant: backward mean(g n) divided by C + 1 is caught" "$dir/layernorm_backward_mutant1_emu" 3
 expect_caught "mutant: backward reduction skipping a block's partial is caught" "$dir/layernorm_backward_mutant2_emu" 4

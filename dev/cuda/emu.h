@@ -13,7 +13,8 @@ scheduler releases a barrier once every live thread it waits for is there, and r
 threads in thread order (a missing barrier between a write and another thread's read
 usually shows as a wrong result; CUDA_EMU_REVERSE=1 runs them in reverse order, to expose
 a dependence on the order either way). Blocks run one after another, so atomics are plain
-adds and __shared__ variables are statics. Device memory is host memory; the device has EMU_SMS multiprocessors.
+adds and __shared__ variables are statics. Device memory is host memory; the device has
+CUDA_EMU_SMS multiprocessors (default 4).
 Mixing a warp barrier with a block barrier, or a barrier some live threads never reach,
 is reported as a deadlock.
 */
@@ -26,7 +27,16 @@ is reported as a deadlock.
 #include <ucontext.h>
 #include <functional>
 
-#define EMU_SMS 4
+// The emulated multiprocessor count: CUDA_EMU_SMS, default 4 (the backward's grid size,
+// and so its rows per warp and its number of partials, follow it).
+static int emu_sms() {
+    static int sms = 0;
+    if (sms == 0) {
+        const char *env = getenv("CUDA_EMU_SMS");
+        sms = env != NULL && atoi(env) > 0 ? atoi(env) : 4;
+    }
+    return sms;
+}
 
 #define __global__
 #define __device__
@@ -175,7 +185,7 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
     p->l2CacheSize = 1 << 20;
     return cudaSuccess;
 }
-static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = EMU_SMS; return cudaSuccess; }
+static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = emu_sms(); return cudaSuccess; }
 template <typename F>
 static inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 template <typename F>
