@@ -155,6 +155,8 @@ def read_llmc(path):
         raise BadInput(f"{path}: truncated model file ({len(raw)} bytes, the config needs {1024 + 4 * total})"
                        if len(raw) < 1024 + 4 * total else
                        f"{path}: {len(raw) - 1024 - 4 * total} bytes more than the config needs")
+    if header[8] == CHECKPOINT_CRC_MARK and zlib.crc32(raw[1024:]) != int(header[9]) & 0xFFFFFFFF:
+        raise BadInput(f"{path}: CRC mismatch, the file is corrupt")
     tensors, offset = [], 1024
     for s in shapes:
         n = int(np.prod(s))

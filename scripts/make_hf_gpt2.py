@@ -4,9 +4,12 @@ A random GPT-2 written in Hugging Face's layout, for the conversion tests
 (scripts/test_convert.sh): what GPT2LMHeadModel.save_pretrained or the hub's
 OpenAI checkpoints hold, without needing transformers.
 
-    /usr/bin/python3 scripts/make_hf_gpt2.py OUT_DIR --layers 2 --heads 2 --channels 128 \
-        --max-seq-len 48 --vocab 1001 [--format safetensors|bin] [--prefix] [--lm-head]
-        [--buffers] [--dtype F32|F16|BF16] [--no-config] [--seed N]
+    /usr/bin/python3 scripts/make_hf_gpt2.py --layers 2 --heads 2 --channels 128 \
+        --max-seq-len 48 --vocab 1001 [--seed N] OUT_DIR[:OPTION,...] ...
+
+OPTIONs (one model, several layouts, in one process: PyTorch takes seconds to start):
+bin (pytorch_model.bin instead of model.safetensors), prefix, lm-head, buffers,
+no-config, F16 or BF16 (instead of F32).
 
 Keys h.{i}.ln_1.weight, h.{i}.attn.c_attn.weight (Conv1D: (in, out)), ... with the
 "transformer." prefix (--prefix, as GPT2LMHeadModel's state dict) or without (as the
@@ -48,22 +51,31 @@ def random_gpt2(L, NH, C, maxT, V, seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
+    ap.add_argument("outs", nargs="+", metavar="OUT_DIR[:OPTION,...]")
     ap.add_argument("--layers", type=int, required=True)
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--channels", type=int, required=True)
     ap.add_argument("--max-seq-len", type=int, required=True)
     ap.add_argument("--vocab", type=int, required=True)
-    ap.add_argument("--format", choices=["safetensors", "bin"], default="safetensors")
-    ap.add_argument("--prefix", action="store_true")
-    ap.add_argument("--lm-head", action="store_true")
-    ap.add_argument("--buffers", action="store_true")
-    ap.add_argument("--dtype", choices=["F32", "F16", "BF16"], default="F32")
-    ap.add_argument("--no-config", action="store_true")
     ap.add_argument("--seed", type=int, default=5)
     a = ap.parse_args()
     L, NH, C, maxT, V = a.layers, a.heads, a.channels, a.max_seq_len, a.vocab
     sd = random_gpt2(L, NH, C, maxT, V, a.seed)
+    for spec in a.outs:
+        out_dir, _, opts = spec.partition(":")
+        opts = set(opts.split(",")) - {""}
+        unknown = opts - {"bin", "prefix", "lm-head", "buffers", "no-config", "F16", "BF16"}
+        if unknown:
+            ap.error(f"{spec}: unknown option {sorted(unknown)[0]}")
+        write(sd, out_dir, opts, L, NH, C, maxT, V)
+    return 0
+
+
+def write(sd, out_dir, opts, L, NH, C, maxT, V):
+    a = argparse.Namespace(out=out_dir, prefix="prefix" in opts, lm_head="lm-head" in opts,
+                           buffers="buffers" in opts, no_config="no-config" in opts,
+                           format="bin" if "bin" in opts else "safetensors",
+                           dtype="F16" if "F16" in opts else "BF16" if "BF16" in opts else "F32")
     torch_dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[a.dtype]
     out = {}
     for k, v in sd.items():
@@ -88,7 +100,6 @@ def main():
     if not a.no_config:
         with open(os.path.join(a.out, "config.json"), "w") as f:
             json.dump(hf_config_json(dict(L=L, NH=NH, C=C, maxT=maxT, V=V)), f, indent=2)
-    return 0
 
 
 if __name__ == "__main__":
