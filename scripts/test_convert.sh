@@ -225,3 +225,45 @@ if [ $rc -eq 2 ] && printf '%s' "$err" | grep -q "^usage:" && printf '%s' "$err"
 else
     fail "llmc_to_hf: bad --dtype" "exit $rc: $err"
 fi
+
+# ----------------------------------------------------------------------------
+# Mutants: a copy of the scripts with one deliberate bug each must fail a check above.
+# Each line: file | sed expression | the check (a shell function below) | what
+mutant_test_gpt2() {  # the converted model against the reference of the HF weights
+    $PY "$1/hf_to_llmc.py" "$tmp/st_plain" "$tmp/mutant.bin" > /dev/null 2>&1 &&
+        ./test_gpt2 -e "$tmp/mutant.bin" -s "$tmp/ref/state.bin" -a "$tmp/ref/activations.bin" > /dev/null 2>&1
+}
+mutant_bf16() {  # the bf16 export of the special values against torch's rounding
+    $PY "$1/llmc_to_hf.py" "$tmp/special.bin" "$tmp/mutant_bf16" --dtype bf16 > /dev/null 2>&1 &&
+        $PY - "$tmp" <<'PYEOF'
+import json, struct, sys, numpy as np, torch
+sys.path.insert(0, "scripts")
+from hf_gpt2 import read_llmc
+d = sys.argv[1]
+cfg, t = read_llmc(f"{d}/special.bin")
+f = open(f"{d}/mutant_bf16/model.safetensors", "rb").read()
+n = struct.unpack("<Q", f[:8])[0]
+e = json.loads(f[8:8 + n])["transformer.wte.weight"]
+got = np.frombuffer(f[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]], dtype="<u2")
+want = torch.from_numpy(t[0][:cfg["V"]].reshape(-1).copy()).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+sys.exit(0 if np.array_equal(got, want) else 1)
+PYEOF
+}
+mutant_roundtrip() {  # llm.c -> HF -> llm.c
+    $PY "$1/llmc_to_hf.py" "$tmp/trained.bin" "$tmp/mutant_rt" > /dev/null 2>&1 &&
+        $PY "$1/hf_to_llmc.py" "$tmp/mutant_rt" "$tmp/mutant_rt.bin" > /dev/null 2>&1 && cmp -s "$tmp/trained.bin" "$tmp/mutant_rt.bin"
+}
+CONVERT_MUTANTS=(
+    'hf_gpt2.py|s/(6, "attn.c_proj.weight", True)/(6, "attn.c_proj.weight", False)/|mutant_test_gpt2|attention projection (square) not transposed'
+    'hf_gpt2.py|s/(2, "ln_1.weight", False), (3, "ln_1.bias", False)/(2, "ln_2.weight", False), (3, "ln_1.bias", False)/|mutant_test_gpt2|ln_2 weights read as ln_1'
+    'hf_gpt2.py|s/((u + 0x7FFF + ((u >> 16) \& 1)) >> 16)/((u + 0x8000) >> 16)/|mutant_bf16|bf16 rounding half away from zero instead of to even'
+    'hf_gpt2.py|s/wte\[:V\] = hf\["wte.weight"\]/wte[:V] = hf["wte.weight"]; wte[V:] = 1e-3/|mutant_roundtrip|vocabulary padding rows not zero'
+)
+for entry in "${CONVERT_MUTANTS[@]}"; do
+    IFS='|' read -r file expr check what <<< "$entry"
+    dir="$tmp/mutant_scripts"
+    rm -rf "$dir" && mkdir -p "$dir" && cp scripts/hf_gpt2.py scripts/hf_to_llmc.py scripts/llmc_to_hf.py "$dir/"
+    sed -i "$expr" "$dir/$file"
+    if cmp -s "scripts/$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; continue; fi
+    if $check "$dir"; then fail "mutant caught: $what" "$check still passes"; else pass "mutant caught: $what ($check fails)"; fi
+done
