@@ -54,7 +54,7 @@ static void hellaswag_load(HellaSwag *hs, const char *path) {
     memset(hs, 0, sizeof(*hs));
     FILE *f = fopen_or_die(path, "rb");
     int header[256];
-    read_header_or_die(f, path, header, EVAL_MAGIC, EVAL_VERSION, "eval");
+    read_header_or_die(f, path, header, EVAL_MAGIC, EVAL_VERSION, "HellaSwag eval");
     long size = file_size_or_die(f, path) - 256 * (long)sizeof(int);
     if (header[2] < 1 || header[2] > 65536) { die("%s: bad number of examples %d", path, header[2]); }
     if (size % 2 != 0) { die("%s: truncated file (an odd number of bytes after the header)", path); }

@@ -77,7 +77,7 @@ def tokenize_all(texts, tokenize, vocab):
     data = b"".join(t.encode("utf-8") + b"\0" for t in texts)
     p = subprocess.run([tokenize, "--vocab", vocab, "--records", "-"], input=data, capture_output=True)
     if p.returncode != 0:
-        raise BadInput(p.stderr.decode(errors="replace").strip().splitlines()[-1] if p.stderr else
+        raise BadInput(p.stderr.decode(errors="replace").strip().splitlines()[-1].removeprefix("error: ") if p.stderr else
                        f"{tokenize} failed with exit status {p.returncode}")
     lines = p.stdout.decode().split("\n")
     if len(lines) != len(texts) + 1 or lines[-1] != "":
