@@ -28,6 +28,22 @@ cat > "$tmp/items.jsonl" <<'EOF'
 EOF
 expect_ok "prepare_hellaswag" $PY scripts/prepare_hellaswag.py "$tmp/items.jsonl" "$tmp/items.bin"
 
+# ./tokenize --records (many texts in one process, as prepare_hellaswag uses it) gives each
+# text the ids that ./tokenize gives it as a file of its own (tested in test_tokenizer.sh)
+printf 'A man is sitting on a roof. he\0 is using wrap.\0\0 Éloïse — “cake”\n\0' > "$tmp/records.bin"
+./tokenize --vocab data/gpt2 --records "$tmp/records.bin" > "$tmp/records.txt" 2>&1
+same=1; i=0
+for text in 'A man is sitting on a roof. he' ' is using wrap.' '' " Éloïse — “cake”"$'\n'; do
+    i=$((i + 1))
+    printf '%s' "$text" > "$tmp/one.txt"
+    [ "$(./tokenize --vocab data/gpt2 "$tmp/one.txt" | tr '\n' ' ' | sed 's/ $//')" = "$(sed -n "${i}p" "$tmp/records.txt")" ] || same=0
+done
+if [ $same -eq 1 ] && [ "$(wc -l < "$tmp/records.txt")" -eq 4 ]; then pass "tokenize --records = tokenize of each text alone"
+else fail "tokenize --records" "differs from tokenizing each text: $(tr '\n' '|' < "$tmp/records.txt")"; fi
+printf 'no terminator' > "$tmp/records_bad.bin"
+expect_error "tokenize --records: a text without its NUL" 1 "records_bad.bin: the last text is not ended by a NUL byte" \
+    ./tokenize --vocab data/gpt2 --records "$tmp/records_bad.bin"
+
 # A small model, trained a little (a random one predicts nearly uniformly: too many near-ties
 # between endings), with the HellaSwag eval every 20 steps at B=2 (two rows per forward pass)
 $PY scripts/gpt2_reference.py --layers 2 --heads 2 --channels 64 --max-seq-len 128 -B 1 -T 8 --steps 1 \
