@@ -105,6 +105,40 @@ static void parse_args(EvalArgs *a, int argc, char **argv) {
     }
 }
 
+// gpt2_create without the gradients and the AdamW moments (3x the parameters'
+// memory, that the forward pass never touches: gpt2_forward reads params and
+// writes acts only): the parameters and the activations for up to (B, T).
+static void gpt2_create_for_inference(GPT2 *model, const GPT2Config *config, int B, int T) {
+    memset(model, 0, sizeof(*model));
+    model->config = *config;
+    if ((double)B * T * 4 * config->channels * config->num_layers > 1e11) {
+        die("B=%d, T=%d: activations would be too large for this model", B, T);
+    }
+    model->batch_size = B;
+    model->seq_len = T;
+    fill_parameter_sizes(model->param_sizes, config);
+    fill_activation_sizes(model->act_sizes, config, B, T);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { model->num_parameters += model->param_sizes[i]; }
+    size_t params_floats = point_tensors(NULL, model->param_sizes, NUM_PARAMETER_TENSORS, NULL);
+    size_t acts_floats = point_tensors(NULL, model->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
+    model->num_activations = acts_floats;
+    model->params_span = params_floats;
+    model->arena_bytes = (params_floats + acts_floats) * sizeof(float);
+    model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
+    memset(model->arena, 0, model->arena_bytes);  // the padding between tensors too
+    gemm_init();
+    model->params_memory = model->arena;
+    point_tensors((float **)&model->params, model->param_sizes, NUM_PARAMETER_TENSORS, model->params_memory);
+    point_tensors((float **)&model->acts, model->act_sizes, NUM_ACTIVATION_TENSORS, model->arena + params_floats);
+    model->mean_loss = -1.0f;
+    char b1[32], b2[32];
+    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
+           config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
+           config->padded_vocab_size, model->num_parameters);
+    printf("memory: parameters %s, activations %s (B=%d, T=%d)\n", human_bytes(params_floats * 4.0, b1),
+           human_bytes(acts_floats * 4.0, b2), B, T);
+}
+
 int main(int argc, char **argv) {
     EvalArgs args;
     parse_args(&args, argc, argv);
@@ -136,7 +170,7 @@ int main(int argc, char **argv) {
     }
 
     GPT2 model;
-    gpt2_create(&model, &config, B, T, args.model);
+    gpt2_create_for_inference(&model, &config, B, T);
     gpt2_load_params(&model, args.model);
 
     if (args.val_pattern != NULL) {
