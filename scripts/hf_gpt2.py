@@ -71,7 +71,8 @@ def read_safetensors(path):
                 header = json.loads(f.read(n).decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 raise BadInput(f"{path}: the safetensors header is not valid JSON ({e})")
-            data = f.read()
+        # mapped, not read: gpt2-xl's 6 GB need not sit in memory twice
+        data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if size > 8 + n else np.zeros(0, np.uint8)
     except OSError as e:
         raise BadInput(f"{path}: cannot read: {e.strerror or e}")
     if not isinstance(header, dict):
@@ -91,7 +92,7 @@ def read_safetensors(path):
         if not (0 <= begin <= end <= len(data)) or end - begin != count * np_dtype.itemsize or min(shape + [0]) < 0:
             raise BadInput(f"{path}: tensor {name}: data_offsets [{begin}, {end}] do not fit shape {shape} "
                            f"of {dtype} in {len(data)} bytes of data (truncated file?)")
-        tensors[name] = (dtype, np.frombuffer(data, dtype=np_dtype, count=count, offset=begin).reshape(shape))
+        tensors[name] = (dtype, np.asarray(data[begin:end]).view(np_dtype).reshape(shape))
     return tensors
 
 
@@ -135,13 +136,15 @@ def llmc_shapes(L, C, maxT, Vp):
 def read_llmc(path):
     """(config dict, the 16 float32 tensors in checkpoint order, wte padded)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        with open(path, "rb"):
+            pass
+        size = os.path.getsize(path)
+        raw = np.memmap(path, dtype=np.uint8, mode="r") if size > 0 else np.zeros(0, np.uint8)  # mapped, not read
     except OSError as e:
         raise BadInput(f"{path}: cannot open for reading: {e.strerror or e}")
     if len(raw) < 1024:
         raise BadInput(f"{path}: truncated file (shorter than the 1024-byte model header)")
-    header = np.frombuffer(raw, dtype="<i4", count=256)
+    header = np.asarray(raw[:1024]).view("<i4")
     if header[0] != MODEL_MAGIC:
         raise BadInput(f"{path}: bad magic number {header[0]} (a model file has {MODEL_MAGIC})")
     if header[1] != MODEL_VERSION:
@@ -155,12 +158,12 @@ def read_llmc(path):
         raise BadInput(f"{path}: truncated model file ({len(raw)} bytes, the config needs {1024 + 4 * total})"
                        if len(raw) < 1024 + 4 * total else
                        f"{path}: {len(raw) - 1024 - 4 * total} bytes more than the config needs")
-    if header[8] == CHECKPOINT_CRC_MARK and zlib.crc32(raw[1024:]) != int(header[9]) & 0xFFFFFFFF:
+    if header[8] == CHECKPOINT_CRC_MARK and zlib.crc32(memoryview(raw[1024:])) != int(header[9]) & 0xFFFFFFFF:
         raise BadInput(f"{path}: CRC mismatch, the file is corrupt")
     tensors, offset = [], 1024
     for s in shapes:
         n = int(np.prod(s))
-        tensors.append(np.frombuffer(raw, dtype="<f4", count=n, offset=offset).reshape(s))
+        tensors.append(np.asarray(raw[offset:offset + 4 * n]).view("<f4").reshape(s))
         offset += 4 * n
     return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp), tensors
 
@@ -169,10 +172,10 @@ def write_llmc(path, cfg, tensors):
     """Our checkpoint layout: llm.c's header plus the CRC32 of the tensor bytes in words 8-9."""
     header = np.zeros(256, dtype="<i4")
     header[:8] = [MODEL_MAGIC, MODEL_VERSION, cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"]]
-    blobs = [np.ascontiguousarray(t, dtype="<f4").tobytes() for t in tensors]
+    blobs = [np.ascontiguousarray(t, dtype="<f4") for t in tensors]  # no copy when they already are
     crc = 0
     for b in blobs:
-        crc = zlib.crc32(b, crc)
+        crc = zlib.crc32(memoryview(b).cast("B"), crc)
     header[8] = CHECKPOINT_CRC_MARK
     header[9] = np.array([crc], dtype="<u4").view("<i4")[0]
 
@@ -180,7 +183,7 @@ def write_llmc(path, cfg, tensors):
         with open(tmp, "wb") as f:
             f.write(header.tobytes())
             for b in blobs:
-                f.write(b)
+                f.write(memoryview(b).cast("B"))
     write_atomically(path, write)
 
 

@@ -35,7 +35,7 @@ def to_f32(path, name, dtype, a):
     if dtype == "BF16":
         return bf16_bits_to_f32(a)
     if dtype in ("F32", "F16", "F64"):
-        return a.astype(np.float32)
+        return a.astype(np.float32, copy=False)  # F32: the mapped file itself, no copy
     raise BadInput(f"{path}: tensor {name} has dtype {dtype}, not a float: not a GPT-2 weight")
 
 
