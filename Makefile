@@ -28,6 +28,7 @@ ifneq ($(NO_OMP),1)
 endif
 
 PROGRAMS = train_gpt2 test_gpt2
+PROGRAMS += eval  # loss, perplexity and HellaSwag of a model, without training
 HEADERS = $(wildcard llmc/*.h)
 
 .PHONY: all test clean data bench bench-tokenizer profile setup train
@@ -38,6 +39,9 @@ train_gpt2: train_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 test_gpt2: test_gpt2.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+eval: eval.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # The data pipeline: GPT-2 BPE encoder (llmc/bpe.h) and the llm.c dataset writer.

@@ -4,6 +4,9 @@ GPT-2 BPE from the command line, for inspection, diffing and benchmarking.
     ./tokenize --vocab DIR [--ids] FILE...     token ids of each file, one per line
     ./tokenize --vocab DIR --decode FILE       ids (one per line) back to the original bytes
     ./tokenize --vocab DIR --bench FILE        encode speed in MB/s, single- and multi-threaded
+    ./tokenize --vocab DIR --records FILE      FILE holds texts, each ended by a NUL byte: one
+                                               line of space-separated ids per text (for the
+                                               eval-data scripts: many short texts, one process)
 
 FILE may be "-" for standard input; gzip-compressed files are read transparently.
 Each file is encoded as one ordinary text: no EOT is added (prepare_data does that).
@@ -29,6 +32,7 @@ static void usage_and_exit(void) {
         "usage: ./tokenize --vocab DIR [--ids] FILE...    print each file's token ids, one per line\n"
         "       ./tokenize --vocab DIR --decode FILE      turn token ids (one per line) back into text\n"
         "       ./tokenize --vocab DIR --bench FILE       measure encoding speed (MB/s)\n"
+        "       ./tokenize --vocab DIR --records FILE     texts each ended by a NUL byte -> a line of ids per text\n"
         "options: --threads N (default: all cores), --reps N (bench repetitions, default 20)\n"
         "DIR holds GPT-2's encoder.json and vocab.bpe; FILE may be - for stdin, or gzip-compressed.\n");
     exit(1);
@@ -116,6 +120,33 @@ static void decode_file(const BPETokenizer *t, const char *path) {
         const uint8_t *bytes = bpe_token_bytes(t, (uint32_t)id, &len);
         write_stdout_or_die(bytes, len);
     }
+    free(text);
+}
+
+// --records: FILE is texts, each followed by a NUL byte; prints one line per text,
+// its ids separated by spaces (an empty text gives an empty line).
+static void encode_records(const BPETokenizer *t, const char *path) {
+    size_t size;
+    uint8_t *text = read_input(path, &size);
+    if (size > 0 && text[size - 1] != 0) { die("%s: the last text is not ended by a NUL byte (truncated?)", path); }
+    BPECache cache;
+    bpe_cache_init(&cache);
+    TokenVec tokens = {0};
+    char num[16];
+    for (size_t start = 0; start < size;) {
+        size_t end = start;
+        while (text[end] != 0) { end++; }
+        tokens.len = 0;
+        bpe_encode(t, &cache, text + start, end - start, &tokens);
+        for (size_t i = 0; i < tokens.len; i++) {
+            int n = snprintf(num, sizeof(num), i == 0 ? "%u" : " %u", tokens.data[i]);
+            write_stdout_or_die(num, (size_t)n);
+        }
+        write_stdout_or_die("\n", 1);
+        start = end + 1;
+    }
+    bpe_cache_free(&cache);
+    tokenvec_free(&tokens);
     free(text);
 }
 
@@ -219,7 +250,7 @@ static long parse_count_or_die(const char *flag, const char *value, long min, lo
 
 int main(int argc, char **argv) {
     const char *vocab_dir = NULL;
-    int decode = 0, do_bench = 0, n_threads = default_threads(), reps = 20;
+    int decode = 0, do_bench = 0, records = 0, n_threads = default_threads(), reps = 20;
     const char **files = malloc_or_die((size_t)argc * sizeof(char *), "arguments");
     int n_files = 0;
     for (int i = 1; i < argc; i++) {
@@ -234,6 +265,8 @@ int main(int argc, char **argv) {
             decode = 1;
         } else if (strcmp(a, "--bench") == 0) {
             do_bench = 1;
+        } else if (strcmp(a, "--records") == 0) {
+            records = 1;
         } else if (strcmp(a, "--threads") == 0) {
             if (!has_value) { die("--threads: missing value"); }
             n_threads = (int)parse_count_or_die(a, argv[++i], 1, 64);
@@ -257,7 +290,9 @@ int main(int argc, char **argv) {
     }
     if (vocab_dir == NULL) { die("--vocab DIR is required (the directory with encoder.json and vocab.bpe)"); }
     if (n_files == 0) { die("no input FILE given (see ./tokenize --help)"); }
-    if ((decode || do_bench) && n_files != 1) { die("%s takes exactly one FILE", decode ? "--decode" : "--bench"); }
+    if ((decode || do_bench || records) && n_files != 1) {
+        die("%s takes exactly one FILE", decode ? "--decode" : do_bench ? "--bench" : "--records");
+    }
 
     double t0 = now_seconds();
     BPETokenizer tok;
@@ -268,6 +303,8 @@ int main(int argc, char **argv) {
         bench(&tok, files[0], n_threads, reps, load_seconds);
     } else if (decode) {
         decode_file(&tok, files[0]);
+    } else if (records) {
+        encode_records(&tok, files[0]);
     } else {
         BPECache *caches = malloc_or_die((size_t)n_threads * sizeof(BPECache), "caches");
         TokenVec *parts = calloc((size_t)n_threads, sizeof(TokenVec));

@@ -27,6 +27,7 @@ complete checkpoint and continues exactly as if never stopped.
 #include "llmc/checkpoint.h"
 #include "llmc/dataloader.h"
 #include "llmc/gpt2.h"
+#include "llmc/hellaswag.h"
 #include "llmc/sampler.h"
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
@@ -61,6 +62,8 @@ typedef struct {
     int max_skips;                // --max-skips
     uint64_t seed;                // --seed
     int profile;                  // --profile
+    int eval_every;               // --eval-every: HellaSwag every N steps, 0: never
+    const char *eval_file;        // --eval-file
 } TrainArgs;
 
 static void print_usage(FILE *out) {
@@ -93,6 +96,8 @@ static void print_usage(FILE *out) {
         "  -g N        tokens to generate          default 64\n"
         "  --temperature F   sampling temperature, 0 = greedy   default 1.0\n"
         "  --top-k N   sample from the N most likely tokens, 0 = all   default 0\n"
+        "  --eval-every N    HellaSwag accuracy every N steps and at the end, 0 = never   default 0\n"
+        "  --eval-file FILE  its eval file (scripts/prepare_hellaswag.py)\n"
         "  -n N        checkpoint every N steps and at the end (needs -o), 0 = never   default 0\n"
         "  --keep K    keep the newest K checkpoints, 0 = all   default 0\n"
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
@@ -180,6 +185,8 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "-y") == 0) { a->resume = (int)parse_long(flag, val, 0, 1); }
         else if (strcmp(flag, "--shuffle") == 0) { a->shuffle = (int)parse_long(flag, val, 0, 1); }
         else if (strcmp(flag, "--profile") == 0) { a->profile = (int)parse_long(flag, val, 0, 1); }
+        else if (strcmp(flag, "--eval-every") == 0) { a->eval_every = (int)parse_long(flag, val, 0, INT_MAX); }
+        else if (strcmp(flag, "--eval-file") == 0) { a->eval_file = val; }
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else { usage_error(flag, "unknown flag"); }
@@ -190,6 +197,8 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         usage_error("-d", "%ld tokens per step is not a multiple of B*T = %d*%d = %ld", a->total_batch, a->B,
                     a->T, bt);
     }
+    if (a->eval_every > 0 && a->eval_file == NULL) { usage_error("--eval-every", "needs --eval-file FILE"); }
+    if (a->eval_file != NULL && a->eval_every == 0) { usage_error("--eval-file", "needs --eval-every N"); }
     if (a->resume && a->output_dir == NULL) { usage_error("-y", "resuming needs the run's directory (-o DIR)"); }
     if (a->checkpoint_every > 0 && a->output_dir == NULL) { usage_error("-n", "checkpoints need an output directory (-o DIR)"); }
 }
@@ -417,6 +426,11 @@ int main(int argc, char **argv) {
             die("%s: end-of-text token %d is outside the model's vocabulary of %d", path, eot, config.vocab_size);
         }
     }
+    HellaSwag hellaswag;
+    if (args.eval_every > 0) {  // rows of an example go args.B at a time, each must fit in T
+        hellaswag_load(&hellaswag, args.eval_file);
+        hellaswag_check_fits(&hellaswag, args.eval_file, &config, args.T);
+    }
     const int tokens_per_micro = args.B * args.T;
     const int accum = args.total_batch > 0 ? (int)(args.total_batch / tokens_per_micro) : 1;
     int max_steps = args.max_steps;
@@ -450,6 +464,7 @@ int main(int argc, char **argv) {
 
     int *gen_tokens = malloc_or_die(((size_t)args.gen_tokens + 1) * sizeof(int), "sample tokens");
     float *sample_scratch = malloc_or_die((size_t)config.vocab_size * sizeof(float), "sampler");
+    int *eval_tokens = args.eval_every > 0 ? malloc_or_die(2 * (size_t)tokens_per_micro * sizeof(int), "eval") : NULL;
 
     const int first_step = state.step;
     for (int step = first_step; step <= max_steps; step++) {
@@ -460,6 +475,15 @@ int main(int argc, char **argv) {
             float val_loss = validation_loss(&model, &val_loader, args.val_batches);
             printf("step %d: val loss %.6f\n", step, val_loss);
             if (log != NULL) { fprintf(log, "s:%d tel:%.6f\n", step, val_loss); fflush(log); }
+        }
+        if (!just_resumed && args.eval_every > 0 && ((step > 0 && step % args.eval_every == 0) || last_step)) {
+            // llm.c's "eval" is acc_norm: the ending with the lowest mean loss per token
+            HellaSwagResult r = hellaswag_evaluate(&model, &hellaswag, -1, eval_tokens,
+                                                   eval_tokens + tokens_per_micro, NULL);
+            float acc_norm = (float)r.correct_norm / r.num_examples;
+            printf("step %d: hellaswag acc_norm %.4f, acc %.4f (%d examples)\n", step, acc_norm,
+                   (double)r.correct / r.num_examples, r.num_examples);
+            if (log != NULL) { fprintf(log, "s:%d eval:%.4f\n", step, acc_norm); fflush(log); }
         }
         if (!just_resumed && args.sample_every > 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
             generate_sample(&model, &tokenizer, gen_tokens, args.gen_tokens, eot, args.temperature,
@@ -535,6 +559,7 @@ int main(int argc, char **argv) {
     if (args.sample_every > 0) { tokenizer_free(&tokenizer); }
     dataloader_free(&train_loader);
     if (args.val_every > 0) { dataloader_free(&val_loader); }
+    if (args.eval_every > 0) { hellaswag_free(&hellaswag); free(eval_tokens); }
     gpt2_free(&model);
     return 0;
 }

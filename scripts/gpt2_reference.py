@@ -161,6 +161,25 @@ def init_weights(model, L, seed):
     normal(model.ln_f.bias, 0.02)
 
 
+def load_hf_weights(model, path):
+    """The weights of a Hugging Face GPT-2 pytorch_model.bin ("transformer." prefix
+    optional), mapped here independently of scripts/hf_to_llmc.py: HF's Conv1D
+    weights are (in, out), nn.Linear's (out, in)."""
+    sd = torch.load(path, map_location="cpu")
+    sd = {k[len("transformer."):] if k.startswith("transformer.") else k: v.float() for k, v in sd.items()}
+    with torch.no_grad():
+        model.wte.weight.copy_(sd["wte.weight"])
+        model.wpe.weight.copy_(sd["wpe.weight"])
+        for i, b in enumerate(model.h):
+            for mine, theirs in ((b.ln_1, "ln_1"), (b.ln_2, "ln_2"), (b.c_attn, "attn.c_attn"),
+                                 (b.c_proj, "attn.c_proj"), (b.c_fc, "mlp.c_fc"), (b.c_proj2, "mlp.c_proj")):
+                w = sd[f"h.{i}.{theirs}.weight"]
+                mine.weight.copy_(w.t() if w.dim() == 2 else w)
+                mine.bias.copy_(sd[f"h.{i}.{theirs}.bias"])
+        model.ln_f.weight.copy_(sd["ln_f.weight"])
+        model.ln_f.bias.copy_(sd["ln_f.bias"])
+
+
 def f32(t):
     return t.detach().to(torch.float32).contiguous().numpy()
 
@@ -209,6 +228,8 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--steps", type=int, default=10, help="AdamW steps for losses.txt")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    ap.add_argument("--hf", metavar="PYTORCH_MODEL_BIN",
+                    help="take the weights from a Hugging Face GPT-2 pytorch_model.bin of this config")
     args = ap.parse_args()
 
     if args.depth:
@@ -229,6 +250,8 @@ def main():
     torch.manual_seed(args.seed)
     model = GPT2(L, NH, C, maxT, V)
     init_weights(model, L, args.seed)
+    if args.hf:
+        load_hf_weights(model, args.hf)
     write_model(os.path.join(args.out, "model.bin"), model, cfg)
     model = model.double()
 
