@@ -30,6 +30,9 @@ endif
 PROGRAMS = train_gpt2 test_gpt2
 PROGRAMS += eval  # loss, perplexity and HellaSwag of a model, without training
 HEADERS = $(wildcard llmc/*.h)
+# The data pipeline: GPT-2 BPE encoder (llmc/bpe.h) and the llm.c dataset writer.
+# (Defined before `all`, whose prerequisites are expanded where the rule is read.)
+TOOLS = tokenize prepare_data
 
 .PHONY: all test clean data bench bench-tokenizer profile setup train
 
@@ -44,8 +47,6 @@ test_gpt2: test_gpt2.c $(HEADERS)
 eval: eval.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-# The data pipeline: GPT-2 BPE encoder (llmc/bpe.h) and the llm.c dataset writer.
-TOOLS = tokenize prepare_data
 
 tokenize: tokenize.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
