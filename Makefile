@@ -30,7 +30,7 @@ endif
 PROGRAMS = train_gpt2 test_gpt2
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test clean data bench bench-tokenizer profile setup train
+.PHONY: all test clean data bench bench-tokenizer profile setup train soak
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -91,6 +91,11 @@ train: train_gpt2
 
 test: all
 	bash scripts/run_tests.sh
+
+# Training killed (SIGKILL, SIGTERM) at random moments and resumed, for SOAK_SECONDS
+# (default 1800); the final model must equal an uninterrupted run's (scripts/soak.sh).
+soak: train_gpt2
+	bash scripts/soak.sh
 
 clean:
 	rm -f $(PROGRAMS) $(TOOLS)

@@ -388,6 +388,7 @@ static void print_profile(const Profile *p, double step_ms) {
 int main(int argc, char **argv) {
     TrainArgs args;
     parse_args(&args, argc, argv);
+    runctl_install_signal_handlers();  // from here on, SIGINT/SIGTERM stop at the first step boundary
     setvbuf(stdout, NULL, _IOLBF, 0);
     const Faults faults = read_faults();
 
@@ -440,7 +441,6 @@ int main(int argc, char **argv) {
         runctl_remove_stale_tmp(args.output_dir);
         snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
     }
-    runctl_install_signal_handlers();
 
     GPT2 model;
     gpt2_create(&model, &config, args.B, args.T, args.model);
