@@ -62,7 +62,7 @@ while [ "$(date +%s)" -lt $deadline ] || [ $runs -eq 0 ]; do
             if [ $((RANDOM % 2)) -eq 0 ]; then signal=KILL; else signal=TERM; fi
             kill -$signal $pid 2> /dev/null || signal=  # already done
         fi
-        wait $pid; rc=$?
+        { wait $pid; } 2> /dev/null; rc=$?  # quiet: no "Killed" line from bash
         pid=
         grep -q '^resuming from' "$out" && resumes=$((resumes + 1))
         steps=$((steps + $(grep -c '^step *[0-9]*/' "$out")))
@@ -91,6 +91,7 @@ while [ "$(date +%s)" -lt $deadline ] || [ $runs -eq 0 ]; do
         echo "soak: run $runs: the logged losses differ from the uninterrupted run's"; failures=$((failures + 1))
     else
         identical=$((identical + 1))
+        echo "soak: run $runs: $attempt attempts; final model identical to the uninterrupted run's"
         rm -rf "$dir" "$dir".out.*
     fi
 done
