@@ -34,7 +34,7 @@ HEADERS = $(wildcard llmc/*.h)
 # (Defined before `all`, whose prerequisites are expanded where the rule is read.)
 TOOLS = tokenize prepare_data
 
-.PHONY: all test clean data bench bench-tokenizer profile setup train
+.PHONY: all test clean data bench bench-tokenizer profile setup train soak
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -96,6 +96,11 @@ train: train_gpt2
 
 test: all
 	bash scripts/run_tests.sh
+
+# Training killed (SIGKILL, SIGTERM) at random moments and resumed, for SOAK_SECONDS
+# (default 1800); the final model must equal an uninterrupted run's (scripts/soak.sh).
+soak: train_gpt2
+	bash scripts/soak.sh
 
 clean:
 	rm -f $(PROGRAMS) $(TOOLS)

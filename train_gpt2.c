@@ -8,7 +8,9 @@ AdamW with a warmup + decay schedule. Every -v steps the validation loss,
 every -s steps a sample, every -n steps a checkpoint. With -o DIR, DIR/main.log
 gets one line per step ("s:STEP trl:LOSS lr:LR norm:NORM ms:MS tok/s:N") and
 one per validation ("s:STEP tel:LOSS"); -y 1 resumes from DIR's newest
-complete checkpoint and continues exactly as if never stopped.
+complete checkpoint and continues exactly as if never stopped. SIGINT/SIGTERM
+stop the run at the next step boundary with a checkpoint ("s:STEP stop:SIGTERM");
+DIR/lock keeps a second run out of DIR (llmc/runctl.h).
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,7 @@ complete checkpoint and continues exactly as if never stopped.
 #include "llmc/dataloader.h"
 #include "llmc/gpt2.h"
 #include "llmc/hellaswag.h"
+#include "llmc/runctl.h"
 #include "llmc/sampler.h"
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
@@ -206,7 +209,8 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // testing hooks: LLMC_FAULT="nan-loss:S" makes step S's loss NaN;
 // "kill-in-checkpoint:S" sends SIGKILL to ourselves halfway through writing
-// checkpoint S's model file. Used by scripts/test_resume.sh only.
+// checkpoint S's model file; "term-in-checkpoint:S" sends two SIGTERMs there instead.
+// Used by scripts/test_resume.sh and scripts/test_signals.sh only.
 
 typedef struct { int nan_loss_step, kill_checkpoint_step; } Faults;
 
@@ -217,7 +221,11 @@ static Faults read_faults(void) {
     int step;
     if (sscanf(s, "nan-loss:%d", &step) == 1) { f.nan_loss_step = step; }
     else if (sscanf(s, "kill-in-checkpoint:%d", &step) == 1) { f.kill_checkpoint_step = step; }
-    else { die("LLMC_FAULT=%s: not nan-loss:STEP or kill-in-checkpoint:STEP", s); }
+    else if (sscanf(s, "term-in-checkpoint:%d", &step) == 1) {
+        f.kill_checkpoint_step = step;
+        atomic_fault_signal = SIGTERM;
+    }
+    else { die("LLMC_FAULT=%s: not nan-loss:STEP, kill-in-checkpoint:STEP or term-in-checkpoint:STEP", s); }
     return f;
 }
 
@@ -389,6 +397,7 @@ static void print_profile(const Profile *p, double step_ms) {
 int main(int argc, char **argv) {
     TrainArgs args;
     parse_args(&args, argc, argv);
+    runctl_install_signal_handlers();  // from here on, SIGINT/SIGTERM stop at the first step boundary
     setvbuf(stdout, NULL, _IOLBF, 0);
     const Faults faults = read_faults();
 
@@ -438,10 +447,12 @@ int main(int argc, char **argv) {
         max_steps = (int)(train_loader.batches_per_epoch / (size_t)accum);
         if (max_steps < 1) { max_steps = 1; }
     }
-    FILE *log = NULL;
+    RunLog log = {.fd = -1};
     char log_path[PATH_MAX];
     if (args.output_dir != NULL) {
         make_dir(args.output_dir);
+        runctl_lock_dir(args.output_dir);  // one run per directory, before anything in it is read or written
+        runctl_remove_stale_tmp(args.output_dir);
         snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
     }
 
@@ -454,7 +465,7 @@ int main(int argc, char **argv) {
         else { gpt2_load_params(&model, args.model); }
     }
     dataloader_seek(&train_loader, state.data);
-    if (args.output_dir != NULL) { log = fopen_or_die(log_path, "a"); }
+    if (args.output_dir != NULL) { runlog_open(&log, log_path); }
     Schedule schedule = {(ScheduleKind)args.schedule, args.learning_rate, args.warmup_steps, max_steps,
                          args.final_fraction};
     printf("threads: %d | B=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
@@ -474,7 +485,7 @@ int main(int argc, char **argv) {
         if (!just_resumed && args.val_every > 0 && (step % args.val_every == 0 || last_step)) {
             float val_loss = validation_loss(&model, &val_loader, args.val_batches);
             printf("step %d: val loss %.6f\n", step, val_loss);
-            if (log != NULL) { fprintf(log, "s:%d tel:%.6f\n", step, val_loss); fflush(log); }
+            runlog_printf(&log, "s:%d tel:%.6f\n", step, val_loss);
         }
         if (!just_resumed && args.eval_every > 0 && ((step > 0 && step % args.eval_every == 0) || last_step)) {
             // llm.c's "eval" is acc_norm: the ending with the lowest mean loss per token
@@ -483,14 +494,17 @@ int main(int argc, char **argv) {
             float acc_norm = (float)r.correct_norm / r.num_examples;
             printf("step %d: hellaswag acc_norm %.4f, acc %.4f (%d examples)\n", step, acc_norm,
                    (double)r.correct / r.num_examples, r.num_examples);
-            if (log != NULL) { fprintf(log, "s:%d eval:%.4f\n", step, acc_norm); fflush(log); }
+            runlog_printf(&log, "s:%d eval:%.4f\n", step, acc_norm);
         }
         if (!just_resumed && args.sample_every > 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
             generate_sample(&model, &tokenizer, gen_tokens, args.gen_tokens, eot, args.temperature,
                             args.top_k, &state.sample_rng, sample_scratch);
         }
-        if (!just_resumed && args.checkpoint_every > 0 &&
-            ((step > 0 && step % args.checkpoint_every == 0) || last_step)) {
+        // a stop signal (during the step before, or this step's validation or sample) is
+        // honoured here, at the step boundary: a checkpoint when there is -o, then the end
+        const int stop_signal = last_step ? 0 : runctl_stop_requested();
+        if (!just_resumed && ((args.checkpoint_every > 0 &&
+            ((step > 0 && step % args.checkpoint_every == 0) || last_step)) || (stop_signal && args.output_dir != NULL))) {
             char model_path[PATH_MAX], state_path[PATH_MAX];
             checkpoint_paths(args.output_dir, step, model_path, state_path);
             state.step = step;
@@ -500,6 +514,11 @@ int main(int argc, char **argv) {
             write_state_checkpoint(&model, &state, state_path, 0);
             if (args.keep > 0) { prune_checkpoints(args.output_dir, args.keep); }
             printf("step %d: checkpoint %s\n", step, model_path);
+        }
+        if (stop_signal) {
+            printf("step %d: stopped by %s\n", step, runctl_signal_name(stop_signal));
+            runlog_printf(&log, "s:%d stop:%s\n", step, runctl_signal_name(stop_signal));
+            break;
         }
         if (last_step) { break; }
 
@@ -543,14 +562,11 @@ int main(int argc, char **argv) {
         printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps,
                loss, norm, lr, ms, tok_per_s);
         if (args.profile) { print_profile(&model.profile, ms); }
-        if (log != NULL) {
-            fprintf(log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss, lr, norm, ms,
-                    tok_per_s);
-            fflush(log);
-        }
+        runlog_printf(&log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss, lr, norm, ms,
+                      tok_per_s);
     }
 
-    if (log != NULL) { fclose_or_die(log, log_path); }
+    runlog_close(&log);
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     printf("peak RSS: %.1f MiB\n", usage.ru_maxrss / 1024.0);

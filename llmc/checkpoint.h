@@ -30,6 +30,7 @@ so a state file implies its model file.
 
 #include "dataloader.h"
 #include "gpt2.h"
+#include "runctl.h"
 #include "utils.h"
 
 #define TRAIN_STATE_MAGIC 20261124
@@ -58,20 +59,25 @@ typedef struct {
     char path[PATH_MAX];
     char tmp[PATH_MAX + 8];
     size_t written;
-    size_t kill_after;  // testing hook: SIGKILL ourselves once this many bytes are written (0: never)
+    size_t kill_after;  // testing hook: signal ourselves once this many bytes are written (0: never)
 } AtomicFile;
+
+// The testing hook's signal: SIGKILL, or SIGTERM for two stop signals in a row.
+static int atomic_fault_signal = SIGKILL;
 
 static void atomic_fail(AtomicFile *af, const char *what, int err) {
     close(af->fd);
     unlink(af->tmp);
+    runctl_tmp_end();
     die("%s: %s: %s", af->path, what, strerror(err));
 }
 
 static void atomic_open(AtomicFile *af, const char *path, size_t kill_after) {
     snprintf(af->path, sizeof(af->path), "%s", path);
     snprintf(af->tmp, sizeof(af->tmp), "%s.tmp", path);
-    af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (af->fd < 0) { die("%s: cannot create: %s", af->tmp, strerror(errno)); }
+    runctl_tmp_begin(af->tmp);  // a second stop signal removes it
+    af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (af->fd < 0) { runctl_tmp_end(); die("%s: cannot create: %s", af->tmp, strerror(errno)); }
     af->written = 0;
     af->kill_after = kill_after;
 }
@@ -89,24 +95,28 @@ static void atomic_write(AtomicFile *af, const void *data, size_t n) {
         p += w;
         n -= (size_t)w;
         af->written += (size_t)w;
-        if (af->kill_after > 0 && af->written >= af->kill_after) { raise(SIGKILL); }
+        if (af->kill_after > 0 && af->written >= af->kill_after) {
+            raise(atomic_fault_signal);
+            raise(atomic_fault_signal);
+        }
     }
 }
 
 // fsync, rename into place, fsync the directory: the file now exists, complete.
 static void atomic_commit(AtomicFile *af) {
     if (fsync(af->fd) != 0) { atomic_fail(af, "fsync failed", errno); }
-    if (close(af->fd) != 0) { unlink(af->tmp); die("%s: close failed: %s", af->path, strerror(errno)); }
-    if (rename(af->tmp, af->path) != 0) { unlink(af->tmp); die("%s: rename failed: %s", af->path, strerror(errno)); }
+    if (close(af->fd) != 0) { unlink(af->tmp); runctl_tmp_end(); die("%s: close failed: %s", af->path, strerror(errno)); }
+    if (rename(af->tmp, af->path) != 0) { unlink(af->tmp); runctl_tmp_end(); die("%s: rename failed: %s", af->path, strerror(errno)); }
+    runctl_tmp_end();
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", af->path);
     char *slash = strrchr(dir, '/');
     if (slash != NULL) { *slash = '\0'; } else { snprintf(dir, sizeof(dir), "."); }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    // the rename is durable only once the directory is: a failure here is a failed write
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) { die("%s: cannot open its directory to sync it: %s", af->path, strerror(errno)); }
+    if (fsync(dfd) != 0 && errno != EINVAL) { die("%s: fsync of the directory failed: %s", af->path, strerror(errno)); }
+    close(dfd);
 }
 
 // ----------------------------------------------------------------------------

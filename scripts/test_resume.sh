@@ -71,7 +71,7 @@ printf '%s\n' "$out" | grep -q '^epoch 2 begins (shards and batches reshuffled)'
 # --- checkpoints: every -n steps and at the end, --keep, loadable with -e
 train -x 12 -n 5 --keep 2 -o "$tmp/ck" > /dev/null 2>&1
 files=$(cd "$tmp/ck" && ls | tr '\n' ' ')
-[ "$files" = "main.log model_00000010.bin model_00000012.bin state_00000010.bin state_00000012.bin " ] \
+[ "$files" = "lock main.log model_00000010.bin model_00000012.bin state_00000010.bin state_00000012.bin " ] \
     && pass "checkpoints every -n steps and at the end, the newest --keep 2 kept" || fail "checkpoint files" "$files"
 if out=$(./train_gpt2 -e "$tmp/ck/model_00000012.bin" -i "$data/synth_train_*.bin" -b 4 -t 32 -v 0 -s 0 -x 1 2>&1); then
     pass "a checkpoint loads with -e"

