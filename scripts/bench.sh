@@ -82,14 +82,16 @@ ours_bf16=0
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-# run_ours PRECISION B T STEPS: the timed steps' ms (one per line) to stdout, peak RSS (MiB) to $tmp/rss
+# run_ours PRECISION B T STEPS: the timed steps to stdout, one "STEP MS" line each (the warm-up step
+# is step 0, so the timed ones are 1..STEPS), peak RSS (MiB) to $tmp/rss
 run_ours() {
     local flags=()
     [ "$1" = fp32 ] || flags=(--precision "$1")
     OMP_NUM_THREADS=$THREADS ./train_gpt2 -e "$MODEL" -b "$2" -t "$3" -x $(($4 + 1)) -v 0 -s 0 --shuffle 0 \
         -i "$shard" "${flags[@]}" > "$tmp/ours.out" 2>&1 || { cat "$tmp/ours.out" >&2; die "train_gpt2 failed"; }
     sed -n 's/^peak RSS: \([0-9.]*\) MiB/\1/p' "$tmp/ours.out" > "$tmp/rss"
-    grep '^step' "$tmp/ours.out" | tail -n "$4" | sed 's/.*| \([0-9.]*\) ms |.*/\1/'
+    grep '^step' "$tmp/ours.out" | tail -n "$4" | sed 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/' |
+        awk '{ print $1 - 1, $2 }'  # train_gpt2 counts steps from 1
 }
 
 # The candidate settings of PyTorch's OpenMP runtime (Debian's PyTorch uses GNU libgomp, so
@@ -117,7 +119,7 @@ run_torch() {
         { cat "$tmp/torch.out" >&2; die "scripts/bench_pytorch.py failed ($1, $2)"; }
     grep -q 'allocator tcmalloc' "$tmp/torch.out" || die "PyTorch did not load $tcmalloc"
     sed -n 's/.*peak_rss_mb=\([0-9.]*\).*/\1/p' "$tmp/torch.out" > "$tmp/rss"
-    grep '^pytorch step' "$tmp/torch.out" | tail -n "$5" | sed 's/.* \([0-9.]*\) ms$/\1/'
+    grep '^pytorch step' "$tmp/torch.out" | tail -n "$5" | sed 's/^pytorch step \([0-9]*\):.* \([0-9.]*\) ms$/\1 \2/'
 }
 
 # Calibration: every candidate in both precisions, interleaved; each keeps the median of
@@ -129,7 +131,7 @@ if [ "$CALIBRATE" = 1 ]; then
     for prec in fp32 bf16; do echo "inf" > "$tmp/cal_best_$prec"; done
     for cand in "${CANDIDATES[@]}"; do
         for prec in fp32 bf16; do
-            ms=$(run_torch $prec "$cand" "$cB" "$cT" "$CAL_STEPS" | median)
+            ms=$(run_torch $prec "$cand" "$cB" "$cT" "$CAL_STEPS" | cut -d ' ' -f 2 | median)
             printf -- '-- calibration %s %-62s %8.1f ms/step\n' "$prec" "$cand" "$ms"
             if awk -v a="$ms" -v b="$(cat "$tmp/cal_best_$prec")" 'BEGIN { exit !(b == "inf" || a < b) }'; then
                 echo "$ms" > "$tmp/cal_best_$prec"
@@ -165,8 +167,8 @@ for shape in $SHAPES; do
                 cand=$([ "$prec" = fp32 ] && echo "$best_fp32" || echo "$best_bf16")
                 run_torch "$prec" "$cand" "$B" "$T" "$steps" > "$tmp/ms"
             fi
-            cat "$tmp/ms" >> "$tmp/ms_$f"; cat "$tmp/rss" >> "$tmp/rss_$f"
-            echo "-- $MODEL B=$B T=$T round $round: $(row_name "$row") ms/step: $(tr '\n' ' ' < "$tmp/ms")"
+            cut -d ' ' -f 2 "$tmp/ms" >> "$tmp/ms_$f"; cat "$tmp/rss" >> "$tmp/rss_$f"
+            echo "-- $MODEL B=$B T=$T round $round: $(row_name "$row") ms of step:$(awk '{ printf " %s:%s", $1, $2 }' "$tmp/ms")"
         done
     done
     # one line per row, tab-separated: name ms rss peak ("-" when the row did not run or there is no peak)
@@ -187,7 +189,7 @@ for shape in $SHAPES; do
         Vp = 50304; hs = C / NH
         fwd = 2 * B * T * (12 * L * C * C + C * Vp) + L * 4 * B * NH * hs * T * (T + 1) / 2
         gflop = 3 * fwd / 1e9
-        printf "RESULT %s B=%d T=%d: %.1f model GFLOP per step\n", model, B, T, gflop
+        printf "RESULT %s B=%d T=%d: %.3f model GFLOP per step\n", model, B, T, gflop
         for (r = 1; r <= 4; r++) {
             if (ms[r] == "-") { printf "RESULT %s B=%d T=%d %s: not available in this build (no --precision flag)\n", model, B, T, name[r]; continue }
             unit = r % 2 ? "fp32 FMA" : "bf16 dot"

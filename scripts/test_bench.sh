@@ -25,14 +25,17 @@ else
     fail "bench.sh PyTorch setting" "$(grep '^PyTorch' "$log" | tr '\n' ' ')"
 fi
 # 3 * (2*B*T*(12*L*C^2 + C*Vp) + L*4*B*NH*hs*T*(T+1)/2) for d6 (L=6 C=384 NH=6), B=1 T=16
-if grep -q '^RESULT d6 B=1 T=16: 2\.9 model GFLOP per step$' "$log"; then
+if grep -q '^RESULT d6 B=1 T=16: 2\.877 model GFLOP per step$' "$log"; then
     pass "bench.sh model FLOPs of a step (the documented formula)"
 else
     fail "bench.sh model FLOPs" "$(grep -m 1 'model GFLOP' "$log")"
 fi
 
-# row NAME PEAK_WORDS: the RESULT row exists, its ms/step is the median of the three step
-# times printed for it, tok/s and MFU follow from it, RSS is plausible.
+# check_row NAME PEAK_WORDS: the RESULT row exists, its ms/step is the median of the step
+# times printed for it, which are those of steps 1, 2, 3 (0 is the warm-up), tok/s, GFLOP/s
+# and MFU (against the peak of the row's precision) follow from it, RSS is plausible.
+peak_fp32=$(sed -n 's/^peaks with .*: fp32 FMA \([0-9.]*\) GFLOP\/s.*/\1/p' "$log")
+peak_bf16=$(sed -n 's/^peaks with .*, bf16 dot \([0-9.]*\) GFLOP\/s.*/\1/p' "$log")
 figures='([0-9]+) ms/step, ([0-9]+) tok/s, ([0-9.]+) GFLOP/s, MFU ([0-9.]+)% of the'
 check_row() {
     local name=$1 peak_words=$2 line steps want
@@ -41,15 +44,21 @@ check_row() {
         fail "bench.sh row $name" "'$line'"; return
     fi
     local ms=${BASH_REMATCH[1]} toks=${BASH_REMATCH[2]} gflops=${BASH_REMATCH[3]} mfu=${BASH_REMATCH[4]} rss=${BASH_REMATCH[5]}
-    steps=$(grep -m 1 "^-- d6 B=1 T=16 round 1: $name ms/step: " "$log" | sed 's/.*ms\/step: //')
-    want=$(printf '%s\n' $steps | sort -n | sed -n 2p)
-    if [ "$(printf '%s\n' $steps | grep -c .)" != 3 ] || [ "$(printf '%.0f' "$want")" != "$ms" ]; then
+    steps=$(grep -m 1 "^-- d6 B=1 T=16 round 1: $name ms of step: " "$log" | sed 's/.*ms of step: //')
+    if [ "$(printf '%s\n' $steps | cut -d : -f 1 | tr '\n' ' ')" != "1 2 3 " ]; then
+        fail "bench.sh row $name" "timed steps '$steps' are not steps 1, 2, 3"; return
+    fi
+    want=$(printf '%s\n' $steps | cut -d : -f 2 | sort -n | sed -n 2p)
+    if [ "$(printf '%.0f' "$want")" != "$ms" ]; then
         fail "bench.sh row $name" "ms/step $ms is not the median of the step times '$steps'"; return
     fi
-    if ! awk -v ms="$ms" -v t="$toks" -v g="$gflops" -v m="$mfu" -v r="$rss" 'BEGIN {
+    local peak=$peak_fp32
+    [ "$peak_words" = "bf16 dot" ] && peak=$peak_bf16
+    if ! awk -v ms="$ms" -v t="$toks" -v g="$gflops" -v m="$mfu" -v r="$rss" -v p="$peak" 'BEGIN {
         tw = 16e3 / ms; gw = 2.877 / ms * 1e3  # what tok/s and GFLOP/s should be (ms is rounded: 2%)
         exit !(ms > 0 && t >= tw * 0.98 - 0.5 && t <= tw * 1.02 + 0.5 && g >= gw * 0.98 - 0.05 &&
-               g <= gw * 1.02 + 0.05 && m > 0 && m <= 100 && r > 50 && r < 4000) }'; then
+               g <= gw * 1.02 + 0.05 && m >= 100 * g / p - 5 / p - 0.06 && m <= 100 * g / p + 5 / p + 0.06 && m > 0 && m <= 100 &&
+               r > 50 && r < 4000) }'; then
         fail "bench.sh row $name" "figures do not add up: '$line'"; return
     fi
     pass "bench.sh row $name: the median step, tokens/s, GFLOP/s, MFU, peak RSS"
