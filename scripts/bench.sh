@@ -90,8 +90,8 @@ run_ours() {
     OMP_NUM_THREADS=$THREADS ./train_gpt2 -e "$MODEL" -b "$2" -t "$3" -x $(($4 + 1)) -v 0 -s 0 --shuffle 0 \
         -i "$shard" "${flags[@]}" > "$tmp/ours.out" 2>&1 || { cat "$tmp/ours.out" >&2; die "train_gpt2 failed"; }
     sed -n 's/^peak RSS: \([0-9.]*\) MiB/\1/p' "$tmp/ours.out" > "$tmp/rss"
-    grep '^step' "$tmp/ours.out" | tail -n "$4" | sed 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/' |
-        awk '{ print $1 - 1, $2 }'  # train_gpt2 counts steps from 1
+    sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' "$tmp/ours.out" |
+        awk '$1 >= 2 { print $1 - 1, $2 }'  # train_gpt2 counts steps from 1
 }
 
 # The candidate settings of PyTorch's OpenMP runtime (Debian's PyTorch uses GNU libgomp, so
@@ -119,11 +119,13 @@ run_torch() {
         { cat "$tmp/torch.out" >&2; die "scripts/bench_pytorch.py failed ($1, $2)"; }
     grep -q 'allocator tcmalloc' "$tmp/torch.out" || die "PyTorch did not load $tcmalloc"
     sed -n 's/.*peak_rss_mb=\([0-9.]*\).*/\1/p' "$tmp/torch.out" > "$tmp/rss"
-    grep '^pytorch step' "$tmp/torch.out" | tail -n "$5" | sed 's/^pytorch step \([0-9]*\):.* \([0-9.]*\) ms$/\1 \2/'
+    sed -n 's/^pytorch step \([0-9]*\):.* \([0-9.]*\) ms$/\1 \2/p' "$tmp/torch.out" | awk '$1 >= 1'
 }
 
 # Calibration: every candidate in both precisions, interleaved; each keeps the median of
-# its timed steps, and the fastest candidate of each precision wins.
+# its timed steps, and the fastest candidate of each precision wins. A candidate gives up
+# as soon as its median is over twice the best so far (under a busy machine, a spinning
+# OMP_WAIT_POLICY=ACTIVE can be 5x slower, and would otherwise take minutes).
 best_fp32=${CANDIDATES[0]}; best_bf16=${CANDIDATES[0]}
 if [ "$CALIBRATE" = 1 ]; then
     cB=${CAL_SHAPE%x*}; cT=${CAL_SHAPE#*x}
@@ -131,8 +133,11 @@ if [ "$CALIBRATE" = 1 ]; then
     for prec in fp32 bf16; do echo "inf" > "$tmp/cal_best_$prec"; done
     for cand in "${CANDIDATES[@]}"; do
         for prec in fp32 bf16; do
-            ms=$(run_torch $prec "$cand" "$cB" "$cT" "$CAL_STEPS" | cut -d ' ' -f 2 | median)
-            printf -- '-- calibration %s %-62s %8.1f ms/step\n' "$prec" "$cand" "$ms"
+            best=$(cat "$tmp/cal_best_$prec")
+            give_up=$([ "$best" = inf ] || awk -v b="$best" 'BEGIN { printf "--give-up-ms %.1f", 2 * b }')
+            ms=$(run_torch $prec "$cand $give_up" "$cB" "$cT" "$CAL_STEPS" | cut -d ' ' -f 2 | median)
+            note=$(grep -q '^pytorch: gave up' "$tmp/torch.out" && echo " (gave up: over twice the best)" || true)
+            printf -- '-- calibration %s %-62s %8.1f ms/step%s\n' "$prec" "$cand" "$ms" "$note"
             if awk -v a="$ms" -v b="$(cat "$tmp/cal_best_$prec")" 'BEGIN { exit !(b == "inf" || a < b) }'; then
                 echo "$ms" > "$tmp/cal_best_$prec"
                 if [ $prec = fp32 ]; then best_fp32=$cand; else best_bf16=$cand; fi

@@ -79,6 +79,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--interop", type=int, default=0, help="inter-op threads (0 = PyTorch's default)")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--give-up-ms", type=float, default=0.0,
+                    help="stop once the median of the timed steps so far is above this (0 = never): "
+                         "bench.sh's calibration drops a setting that cannot win")
     ap.add_argument("--shard", default="data/tinyshakespeare/tiny_shakespeare_train_000000.bin")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -114,6 +117,10 @@ def main():
         print(f"pytorch step {step}: loss {loss.item():.4f} {ms:.1f} ms", flush=True)
         if step > 0:
             times.append(ms)
+            if 0 < args.give_up_ms < statistics.median(times):
+                print(f"pytorch: gave up after step {step}: median {statistics.median(times):.1f} ms "
+                      f"> {args.give_up_ms:.1f} ms", flush=True)
+                break
     median = statistics.median(times)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"pytorch: B={args.B} T={args.T} threads={args.threads} precision={args.precision} median_ms={median:.1f} "
