@@ -59,7 +59,8 @@ prepare_data: prepare_data.c $(HEADERS)
 data: prepare_data
 	bash scripts/setup_data.sh
 
-# The training step against PyTorch's, both batch shapes (scripts/bench.sh).
+# The training step (fp32, bf16) against a tuned PyTorch's (fp32, bf16 autocast), both
+# batch shapes (scripts/bench.sh).
 bench: train_gpt2
 	$(MAKE) -C dev/cpu fma_peak
 	bash scripts/bench.sh

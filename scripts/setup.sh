@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 # plots. linux-perf: make profile. curl: downloads when no local copy is given.
 PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
           libopenblas-dev gnuplot-nox linux-perf curl"
+PACKAGES="$PACKAGES libgoogle-perftools4"  # tcmalloc, preloaded into make bench's PyTorch
 command -v node > /dev/null || PACKAGES="$PACKAGES nodejs"
 command -v npm > /dev/null || PACKAGES="$PACKAGES npm"
 missing=""
