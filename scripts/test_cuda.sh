@@ -30,9 +30,10 @@ for sms in 1 7; do
         env CUDA_EMU_SMS=$sms "$dir/layernorm_backward_emu"
 done
 expect_caught "mutant: forward variance divided by C + 1 is caught" "$dir/layernorm_forward_mutant1_emu" 5
+expect_caught "mutant: forward variance divided by C + 1 is caught in version 6" "$dir/layernorm_forward_mutant1_emu" 6
 expect_caught "mutant: backward mean(g n) divided by C + 1 is caught" "$dir/layernorm_backward_mutant1_emu" 3
 expect_caught "mutant: backward reduction skipping a block's partial is caught" "$dir/layernorm_backward_mutant2_emu" 4
-expect_error "layernorm_forward: bad version" 2 "^error: version '9': must be a number from 1 to 5" "$dir/layernorm_forward_emu" 9
+expect_error "layernorm_forward: bad version" 2 "^error: version '9': must be a number from 1 to 6" "$dir/layernorm_forward_emu" 9
 expect_error "layernorm_backward: bad version" 2 "^error: version 'x': must be a number from 1 to 4" "$dir/layernorm_backward_emu" x
 
 nvcc=$(command -v nvcc 2>/dev/null || true)
@@ -50,6 +51,7 @@ else
         expect_ok "dev/cuda/layernorm_forward on the GPU: every version matches" "$dir/layernorm_forward"
         expect_ok "dev/cuda/layernorm_backward on the GPU: every version matches" "$dir/layernorm_backward"
         expect_caught "mutant on the GPU: forward variance divided by C + 1 is caught" "$dir/layernorm_forward_mutant1" 5
+        expect_caught "mutant on the GPU: forward variance divided by C + 1 is caught in version 6" "$dir/layernorm_forward_mutant1" 6
         expect_caught "mutant on the GPU: backward mean(g n) divided by C + 1 is caught" "$dir/layernorm_backward_mutant1" 3
         expect_caught "mutant on the GPU: backward skipped partial is caught" "$dir/layernorm_backward_mutant2" 4
     else

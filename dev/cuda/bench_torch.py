@@ -1,7 +1,8 @@
 """The yardstick for dev/cuda/layernorm_*: PyTorch's LayerNorm forward and backward
 (aten.native_layer_norm and aten.native_layer_norm_backward, the kernels F.layer_norm and
 its autograd run) on the same GPU and shapes, timed like the harnesses: CUDA events, an L2
-flush before each repetition, the median after a warm-up.
+flush before each repetition (a read of twice the L2 size, or with DEV_CUDA_FLUSH=write a
+write, as common.h), the median after a warm-up.
 
     python3 bench_torch.py
 
@@ -9,11 +10,19 @@ PyTorch's backward writes dinp (it does not accumulate) and recomputes dweight/d
 kernel of its own; GB/s here use the harnesses' byte counts (forward 2 N C floats, backward
 4 N C), so the columns compare times on equal terms.
 """
+import os
 import sys
 
 import torch
 
 SHAPES = [(8, 1024, 768), (8, 1024, 1600), (4, 333, 57), (1, 1, 768), (1, 1, 57), (3, 7, 3)]
+
+
+def flush_l2(flush, r):
+    if os.environ.get("DEV_CUDA_FLUSH", "read") == "write":
+        flush.fill_(r & 1)  # leaves the L2 full of dirty lines that the timed call writes back
+    else:
+        flush.sum()  # leaves clean lines
 
 
 def time_median_ms(fn, flush):
@@ -29,7 +38,7 @@ def time_median_ms(fn, flush):
     reps = max(5, min(200, int(300.0 / first) if first > 0 else 200))
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for r in range(reps):
-        flush.fill_(r & 1)
+        flush_l2(flush, r)
         events[r][0].record()
         fn()
         events[r][1].record()
@@ -40,13 +49,16 @@ def time_median_ms(fn, flush):
 
 
 def main():
+    if os.environ.get("DEV_CUDA_FLUSH", "read") not in ("read", "write"):
+        print(f"error: DEV_CUDA_FLUSH '{os.environ['DEV_CUDA_FLUSH']}': must be read or write", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("error: no CUDA device for PyTorch", file=sys.stderr)
         return 1
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
-    flush = torch.empty(2 * max(props.L2_cache_size, 64 << 20) // 4, dtype=torch.float32, device=dev)
-    print(f"PyTorch {torch.__version__} on {props.name}")
+    flush = torch.zeros(2 * max(props.L2_cache_size, 64 << 20) // 4, dtype=torch.float32, device=dev)
+    print(f"PyTorch {torch.__version__} on {props.name}, L2 flush by {os.environ.get('DEV_CUDA_FLUSH', 'read')}")
     print(f"{'shape':<18}{'forward us':>12}{'GB/s':>8}{'backward us':>13}{'GB/s':>8}")
     for B, T, C in SHAPES:
         N = B * T

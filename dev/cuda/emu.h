@@ -97,6 +97,11 @@ static inline void __threadfence() {}
 static inline float atomicAdd(float *p, float v) { float old = *p; *p += v; return old; }
 static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned old = *p; *p += v; return old; }
 static inline float4 __ldcg(const float4 *p) { return *p; }
+// cache hints mean nothing here: plain loads and stores
+static inline float4 __ldcs(const float4 *p) { return *p; }
+static inline float __ldcs(const float *p) { return *p; }
+static inline void __stcs(float4 *p, float4 v) { *p = v; }
+static inline void __stcs(float *p, float v) { *p = v; }
 
 static void emu_fiber_entry() {
     (*emu.body)();

@@ -16,16 +16,20 @@ Versions:
      block reduction by shuffles and shared memory
   5  one warp per row, 128-bit loads, the row kept in registers (C / 128 float4 per lane),
      warp-only reductions: no shared memory and no barrier
+  6  as 5, with streaming (evict-first) loads of inp and stores of out, launch bounds (8
+     blocks of 4 warps an SM up to C = 768), and a grid of only resident blocks whose warps
+     loop over the rows; rows a warp at a time as a parameter (1: 2 and 4 measured slower)
 
 Each version is checked against version 1 and the CPU reference, then timed: the median
-over many runs of CUDA events, each after an L2 flush (common.h). GB/s counts the bytes a
+over many runs of CUDA events, each after an L2 flush (common.h). Then a plain copy of
+inp to out (the same 2 N C floats) is timed the same way: the floor for that size. GB/s counts the bytes a
 call must move (inp read, out written, mean/rstd written, weight and bias read) and is
 compared with the device's copy bandwidth measured at start.
 */
 #include "common.h"
 
 #define EPS 1e-5f
-enum { NUM_VERSIONS = 5 };
+enum { NUM_VERSIONS = 6 };
 
 // The variance's divisor; the mutant build (make mutants) divides by C + 1, a 1/(2C)
 // relative error in rstd that the check must catch.
@@ -286,11 +290,123 @@ static void layernorm_forward5(float *out, float *mean, float *rstd, const float
     exit(1);
 }
 
+// ---- 6: as 5, with streaming cache hints, launch bounds and a grid of resident blocks
+// that loops over the rows; R rows a warp (every load of the R rows issued before any
+// reduction) is a parameter, ROWS6 = 1 because 2 and 4 measured slower (README)
+
+// Streaming loads and stores of a row (evict-first: inp is read once and out is not read
+// again by this kernel, so neither should push weight and bias out of L2); as load4/store4.
+__device__ __forceinline__ void load4_stream(float *v, const float *row, int c, int C, bool vec) {
+    if (vec) {
+        float4 f = c < C ? __ldcs(reinterpret_cast<const float4 *>(row + c)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+    } else {
+        #pragma unroll
+        for (int j = 0; j < 4; j++) { v[j] = c + j < C ? __ldcs(row + c + j) : 0.0f; }
+    }
+}
+
+__device__ __forceinline__ void store4_stream(float *row, const float *v, int c, int C, bool vec) {
+    if (vec) {
+        if (c < C) { __stcs(reinterpret_cast<float4 *>(row + c), make_float4(v[0], v[1], v[2], v[3])); }
+    } else {
+        #pragma unroll
+        for (int j = 0; j < 4; j++) { if (c + j < C) { __stcs(row + c + j, v[j]); } }
+    }
+}
+
+enum { WARPS6 = 4, ROWS6 = 1 };  // warps a block, rows a warp at a time
+
+// Each warp takes R consecutive rows at a time (rows i0 .. i0 + R - 1), lane t holding
+// channels 4 (t + 32 k), k < K, of each; the warps stride over the row groups, so a grid
+// of only resident blocks covers any N. Rows past N read as 0 and are not written; the
+// condition is the same for the whole warp, so the shuffles see every lane.
+// MIN_BLOCKS (launch bounds): blocks an SM must hold, which caps the registers a thread.
+template <int K, int R, int MIN_BLOCKS>
+__global__ void __launch_bounds__(32 * WARPS6, MIN_BLOCKS) layernorm_forward_kernel6(
+        float *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias, int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int warps = gridDim.x * WARPS6;
+    const bool vec = C % 4 == 0;
+    const int c0 = 4 * lane, stride = 128;
+    for (int i0 = R * (blockIdx.x * WARPS6 + threadIdx.x / 32); i0 < N; i0 += R * warps) {
+        float x[R][4 * K];
+        #pragma unroll
+        for (int r = 0; r < R; r++) {  // all R K float4 loads in flight at once
+            const float *row = inp + (size_t)(i0 + r) * C;
+            #pragma unroll
+            for (int k = 0; k < K; k++) {
+                if (i0 + r < N) { load4_stream(x[r] + 4 * k, row, c0 + k * stride, C, vec); }
+                else { x[r][4 * k] = x[r][4 * k + 1] = x[r][4 * k + 2] = x[r][4 * k + 3] = 0.0f; }
+            }
+        }
+        float m[R], s[R];
+        #pragma unroll
+        for (int r = 0; r < R; r++) { m[r] = warp_sum(row_part_sum<K>(x[r])) / C; }
+        #pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float v = warp_sum(row_part_sq<K>(x[r], m[r], c0, stride, C)) / VAR_DIVISOR(C);
+            s[r] = 1.0f / sqrtf(v + EPS);
+        }
+        #pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (i0 + r >= N) { break; }
+            float *o = out + (size_t)(i0 + r) * C;
+            #pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int c = c0 + k * stride;
+                float w[4], b[4], y[4];
+                load4(w, weight, c, C, vec);
+                load4(b, bias, c, C, vec);
+                #pragma unroll
+                for (int j = 0; j < 4; j++) { y[j] = (x[r][4 * k + j] - m[r]) * s[r] * w[j] + b[j]; }
+                store4_stream(o, y, c, C, vec);
+            }
+        }
+        // lane r stores row i0 + r's mean and rstd: one store instruction each for the R rows
+        float my_m = m[0], my_s = s[0];
+        #pragma unroll
+        for (int r = 1; r < R; r++) { if (lane == r) { my_m = m[r]; my_s = s[r]; } }
+        if (lane < R && i0 + lane < N) { mean[i0 + lane] = my_m; rstd[i0 + lane] = my_s; }
+    }
+}
+
+template <int K, int R, int MIN_BLOCKS>
+static void launch6(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                    const float *bias, int N, int C) {
+    // a block for every WARPS6 row groups, but no more blocks than fit on the device at once
+    static int resident = 0;
+    if (resident == 0) {
+        int dev, sms, per_sm;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_forward_kernel6<K, R, MIN_BLOCKS>, 32 * WARPS6, 0));
+        resident = sms * (per_sm > 0 ? per_sm : 1);
+    }
+    const int groups = (N + R - 1) / R, needed = (groups + WARPS6 - 1) / WARPS6;
+    LAUNCH((layernorm_forward_kernel6<K, R, MIN_BLOCKS>), needed < resident ? needed : resident, 32 * WARPS6, 0,
+           out, mean, rstd, inp, weight, bias, N, C);
+}
+
+static void layernorm_forward6(float *out, float *mean, float *rstd, const float *inp,
+                               const float *weight, const float *bias, int N, int C) {
+    const int K = ((C + 3) / 4 + 31) / 32;  // float4 per lane per row
+    // Up to C = 768 (K <= 6), 8 blocks an SM: 63 registers a thread at K = 6 (ptxas, sm_90),
+    // 32 warps an SM, about 2 rows a warp at N = 8192; past it the registers are left free
+    // (168 at K = 13: 3 blocks an SM; measured 28% slower than version 5 there, README).
+#define CASE6(k) if (K <= k) { launch6<k, ROWS6, (k <= 6 ? 8 : 1)>(out, mean, rstd, inp, weight, bias, N, C); return; }
+    CASE6(1) CASE6(2) CASE6(3) CASE6(4) CASE6(6) CASE6(8) CASE6(10) CASE6(13) CASE6(16)
+#undef CASE6
+    fprintf(stderr, "error: version 6 handles C up to 2048, not %d\n", C);
+    exit(1);
+}
+
 // ---- the harness
 
 typedef void (*ForwardFn)(float *, float *, float *, const float *, const float *, const float *, int, int);
 static const ForwardFn VERSIONS[NUM_VERSIONS + 1] = {
     NULL, layernorm_forward1, layernorm_forward2, layernorm_forward3, layernorm_forward4, layernorm_forward5,
+    layernorm_forward6,
 };
 
 // Tolerance: every version computes the same fp32 formulas as llmc/layernorm.h and differs
@@ -303,7 +419,7 @@ static const double TOL = 1e-5;
 
 static const char *USAGE =
     "usage: layernorm_forward [VERSION]\n"
-    "  VERSION 1-5: run, check (against version 1 and the CPU reference) and time that\n"
+    "  VERSION 1-6: run, check (against version 1 and the CPU reference) and time that\n"
     "  version on every shape; none: every version, then a table\n";
 
 int main(int argc, char **argv) {
@@ -360,6 +476,18 @@ int main(int argc, char **argv) {
             }
             printf("rel err vs cpu %.1e, vs v1 %.1e  %s\n", err_cpu, err_v1, ok ? "OK" : "FAIL");
         }
+#ifndef CUDA_EMU
+        if (NC % 4 == 0 && NC >= 4096) {
+            // the floor for this size: a plain copy of inp to out (the same 2 N C floats), timed
+            // the same way; the launch and the ramp up and down are in it as in the versions'
+            int dev, sms;
+            CUDA_CHECK(cudaGetDevice(&dev));
+            CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+            const double ms_copy = time_median_ms([&] { LAUNCH(copy_kernel, sms * 8, 512, 0, (float4 *)d_out, (const float4 *)d_inp, NC / 4); });
+            const double gbs = 8.0 * NC / ms_copy / 1e6;
+            printf("  a copy of inp to out: %.4f ms %7.0f GB/s %5.1f%% of bandwidth (the floor at this size)\n", ms_copy, gbs, 100.0 * gbs / bandwidth);
+        }
+#endif
         free(inp); free(weight); free(bias); free(cpu_out); free(cpu_mean); free(cpu_rstd);
         free(ref_out); free(ref_mean); free(ref_rstd); free(out); free(mean); free(rstd);
         CUDA_CHECK(cudaFree(d_inp)); CUDA_CHECK(cudaFree(d_weight)); CUDA_CHECK(cudaFree(d_bias));
