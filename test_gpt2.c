@@ -49,11 +49,14 @@ says why), so the tolerances are the fp32 ones.
 #define TOL_GRADS 5e-5
 #define TOL_STEP_LOSS 5e-5   // relative, after several AdamW steps
 // In bf16 the first pass is resynced (see compare_activation) and checked at the same
-// tolerances: observed on the four configs, activations and gradients 7e-7 at most, as in
-// fp32. The AdamW steps after it are not resynced, so their losses carry the spread of
-// bf16 rounding flips: observed up to 5e-6 (odd) and 1e-5? (d12) relative, inside
-// TOL_STEP_LOSS. A matmul whose operand is truncated instead of rounded to nearest even,
-// or left unrounded, errs by 2e-3 from the first matmul on (make test checks these).
+// tolerances: observed on the four configs, activations and gradients 1.3e-6 at most, as in
+// fp32. A matmul whose operand is truncated instead of rounded to nearest even, or left
+// unrounded, errs by 2e-3 from the first matmul on (make test checks these). The AdamW steps
+// after the first pass are not resynced, so their losses carry the spread of bf16 rounding
+// flips, which grows with the steps: observed up to 5e-6 (odd) and 2.2e-4 (d12, step 8)
+// relative; the bound leaves a margin of 4.5x. Any bug of the bf16 path shows in the first,
+// resynced pass; this bound only has to catch a run that drifts away.
+#define TOL_STEP_LOSS_BF16 1e-3
 
 typedef struct {
     char name[64];
@@ -368,7 +371,8 @@ int main(int argc, char **argv) {
         char name[64];
         snprintf(name, sizeof(name), "step %d loss", step);
         float ref_step = (float)ref_step_losses[step];
-        accumulate(comparison_for(name, TOL_STEP_LOSS), &loss, &ref_step, 1);
+        accumulate(comparison_for(name, precision == PRECISION_BF16 ? TOL_STEP_LOSS_BF16 : TOL_STEP_LOSS), &loss,
+                   &ref_step, 1);
         gpt2_update(&model, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, step + 1);
     }
 
