@@ -109,7 +109,7 @@ MUTANTS=(
     "llmc/attention.h|s/attn_iota() + (q0 + v \* ATTN_VW) < j;/attn_iota() + (q0 + v * ATTN_VW) < j - 1;/|h.0.att_lse|causal mask off by one: each query also sees the next key"
     "llmc/attention.h|0,\\#const float scale = 1.0f / sqrtf((float)(C / NH));#s##const float scale = 1.0f / (float)(C / NH);#|h.0.att_lse|attention scaled by 1/hs instead of 1/sqrt(hs)"
     "llmc/gelu.h|s/#define GELU_CUBIC 0.044715f/#define GELU_CUBIC 0.04715f/|h.0.fch_gelu|GELU with 0.04715 instead of 0.044715, a digit dropped (the fc matmul's epilogue and the backward)"
-    "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|grad.wte|LayerNorm backward without the mean term"
+    "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|h.1.dresidual3|LayerNorm backward without the mean term (first seen in the final LayerNorm's input gradient)"
     "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
     "llmc/encoder.h|s/vec_store(pos + c, vec_load(pos + c) + dc);/vec_store(pos + c, dc);/;s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
     # bf16: rounding by truncation; the A operand (activations, or dout) left unrounded, on the
@@ -185,3 +185,4 @@ cp $ref/activations.bin "$tmp/acts.bin"; truncate -s -100 "$tmp/acts.bin"
 expect_error "truncated activations" 1 "acts.bin: truncated" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin -a "$tmp/acts.bin"
 expect_error "unknown flag" 2 "^error: -q: unknown flag" ./test_gpt2 -q 1
 expect_error "missing -s" 2 "^error: -e MODEL and -s STATE are required" ./test_gpt2 -e $ref/model.bin
+expect_error "bad --precision" 2 "^error: --precision: expected fp32 or bf16, got 'fp16'" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin --precision fp16
