@@ -45,6 +45,7 @@ from inside a parallel region.
 #include <omp.h>
 #endif
 #include "gemm_kernel.h"
+#include "gemm_kernel_bf16.h"
 #include "utils.h"
 
 // Cache blocking, in elements: GEMM_KC x GEMM_NR of B (the b panel) stays in L1 while a
@@ -66,7 +67,96 @@ from inside a parallel region.
 #  define GEMM_NC 4096
 #endif
 
+// bf16 blocking (see "Precision" above). K is counted in pairs: a b panel of GEMM_BF16_KCP
+// pairs x 32 columns is 24 KiB, as the AVX-512 fp32 one. The emulated path packs the same
+// GEMM_BF16_KCP pairs per k block (the k blocks are part of the order of the sums, which the
+// two paths share) as 2 * GEMM_BF16_KCP floats, and half as many columns per B block.
+#define GEMM_BF16_KCP 192
+#define GEMM_BF16_MC 264
+#define GEMM_BF16_NC 4096
+#define GEMM_EMU_NC (GEMM_NC / 2)
+
 #define GEMM_MAX_THREADS 256
+
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
+
+// The three ways a gemm runs: fp32; bf16 on the vdpbf16ps micro-kernel; bf16 emulated on the
+// fp32 micro-kernel over bf16-rounded panels, pairs stored (k+1, k).
+typedef enum { GEMM_PATH_FP32, GEMM_PATH_BF16_EMULATED, GEMM_PATH_BF16_NATIVE } gemm_path;
+
+// A path's tile and block sizes. kc counts packed k units: elements for fp32, pairs for bf16.
+typedef struct {
+    gemm_path path;
+    int mr, nr, kc, mc, nc;
+} gemm_blocking;
+
+static gemm_blocking gemm_blocking_of(gemm_path path) {
+    switch (path) {
+    case GEMM_PATH_BF16_NATIVE: return (gemm_blocking){path, GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC, GEMM_BF16_NC};
+    case GEMM_PATH_BF16_EMULATED: return (gemm_blocking){path, GEMM_MR, GEMM_NR, GEMM_BF16_KCP, GEMM_MC, GEMM_EMU_NC};
+    default: return (gemm_blocking){path, GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC};
+    }
+}
+
+// Words (4 bytes) per row of a packed panel for kc packed units: a bf16 pair is one word
+// natively and two floats emulated.
+static inline int gemm_panel_words(const gemm_blocking *g, int kc) {
+    return g->path == GEMM_PATH_BF16_EMULATED ? 2 * kc : kc;
+}
+
+// Packing buffer of one thread, in words: the largest of the three paths' A block + B block.
+static size_t gemm_buffer_words(void) {
+    size_t best = 0;
+    for (int p = GEMM_PATH_FP32; p <= GEMM_PATH_BF16_NATIVE; p++) {
+        const gemm_blocking g = gemm_blocking_of((gemm_path)p);
+        const size_t w = (size_t)gemm_panel_words(&g, g.kc) * ((size_t)g.mc + g.nc);
+        if (w > best) { best = w; }
+    }
+    return best;
+}
+
+// The precision of every gemm from now on (gemm_set_precision), and which bf16 path runs:
+// the vdpbf16ps kernel where the CPU has AVX512_BF16, unless the environment variable
+// LLMC_BF16_EMULATE=1 (read once, at the first bf16 gemm) asks for the emulated path.
+static Precision gemm_precision = PRECISION_FP32;
+static int gemm_bf16_native = -1;  // -1: not decided yet
+
+static void gemm_set_precision(Precision p) { gemm_precision = p; }
+
+static int gemm_bf16_emulate_requested(void) {
+    const char *e = getenv("LLMC_BF16_EMULATE");
+    return e != NULL && strcmp(e, "1") == 0;
+}
+
+static int gemm_bf16_uses_native(void) {
+    if (gemm_bf16_native < 0) {
+        gemm_bf16_native = GEMM_HAVE_BF16_KERNEL && !gemm_bf16_emulate_requested() && gemm_bf16_native_available();
+    }
+    return gemm_bf16_native;
+}
+
+// For tests: 1 forces the emulated path from now on, 0 goes back to the native one where the
+// CPU has it (the environment variable is not consulted again).
+static void gemm_bf16_force_emulated(int on) {
+    gemm_bf16_native = !on && GEMM_HAVE_BF16_KERNEL && gemm_bf16_native_available();
+}
+
+static gemm_path gemm_current_path(void) {
+    if (gemm_precision == PRECISION_FP32) { return GEMM_PATH_FP32; }
+    return gemm_bf16_uses_native() ? GEMM_PATH_BF16_NATIVE : GEMM_PATH_BF16_EMULATED;
+}
+
+// Which kernel the next gemm runs, in words.
+static const char *gemm_path_name(void) {
+    switch (gemm_current_path()) {
+    case GEMM_PATH_BF16_NATIVE: return "bf16 (AVX512_BF16 vdpbf16ps kernel)";
+    case GEMM_PATH_BF16_EMULATED:
+        return gemm_bf16_emulate_requested() || (GEMM_HAVE_BF16_KERNEL && gemm_bf16_native_available())
+                   ? "bf16 (emulated: fp32 kernel on bf16-rounded panels, forced by LLMC_BF16_EMULATE=1)"
+                   : "bf16 (emulated: fp32 kernel on bf16-rounded panels, this CPU has no AVX512_BF16)";
+    default: return "fp32 (fp32 FMA kernel)";
+    }
+}
 
 typedef struct {
     const float *addend;  // (M, N) added to the product, or NULL; may be c itself (with
@@ -85,8 +175,7 @@ static void gemm_buffers(int nth) {
     if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
     for (int t = 0; t < nth; t++) {
         if (gemm_thread_buffer[t] == NULL) {
-            gemm_thread_buffer[t] = aligned_alloc_or_die(
-                sizeof(float) * ((size_t)GEMM_MC * GEMM_KC + (size_t)GEMM_KC * GEMM_NC), "gemm packing buffer");
+            gemm_thread_buffer[t] = aligned_alloc_or_die(sizeof(float) * gemm_buffer_words(), "gemm packing buffer");
         }
     }
 }
@@ -212,17 +301,99 @@ static void gemm_pack_b(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t 
     }
 }
 
+// Stores one rounded pair of the emulated path: the fp32 micro-kernel adds in packed order, so
+// k+1 goes first, as vdpbf16ps adds it (gemm_kernel_bf16.h); `step` floats apart.
+static inline void gemm_bf16_store_emulated(float *dst, int step, float lo, float hi) {
+    dst[0] = gemm_bf16_round(hi);
+    dst[step] = gemm_bf16_round(lo);
+}
+
+// Packs a block of A or B for bf16: len rows of A (or columns of B) by kc k's, element (r, k)
+// at src[r*s_r + k*s_k], into r_panel-wide panels of (kc + 1) / 2 pairs (rows past len and the
+// k past kc padded with zero). native: buf[panel][p][r] is the pair word (k = 2p, 2p+1);
+// emulated: buf[panel][2p][r] = bf16(k = 2p + 1) and buf[panel][2p + 1][r] = bf16(k = 2p), floats.
+static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float *src, ptrdiff_t s_r,
+                           ptrdiff_t s_k, void *buf) {
+    const int kcp = (kc + 1) / 2, kfull = kc / 2;  // pairs, and pairs with both halves in K
+    uint32_t *wbuf = buf;
+    float *fbuf = buf;
+    for (int r0 = 0; r0 < len; r0 += r_panel) {
+        const int rn = gemm_min(r_panel, len - r0);
+        const size_t panel = (size_t)r0 * kcp * (native ? 1 : 2);
+        uint32_t *w = wbuf + panel;
+        float *f = fbuf + panel;
+        for (int p = 0; p < kcp; p++) {
+            for (int r = 0; r < r_panel; r++) {
+                float lo = 0.0f, hi = 0.0f;
+                if (r < rn) {
+                    const float *e = src + (ptrdiff_t)(r0 + r) * s_r + (ptrdiff_t)(2 * p) * s_k;
+                    lo = e[0];
+                    hi = p < kfull ? e[s_k] : 0.0f;
+                }
+                if (native) {
+                    w[(size_t)p * r_panel + r] = gemm_bf16_pair(lo, hi);
+                } else {
+                    gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi);
+                }
+            }
+        }
+    }
+}
+
+// Packs the A block (mc x kc k's) for path g into g->mr-row panels.
+static void gemm_pack_a_path(const gemm_blocking *g, int mc, int kc, const float *a, ptrdiff_t rs,
+                             ptrdiff_t cs, float *buf) {
+    if (g->path == GEMM_PATH_FP32) {
+        gemm_pack_a(mc, kc, a, rs, cs, buf);
+    } else {
+        gemm_pack_bf16(g->path == GEMM_PATH_BF16_NATIVE, g->mr, mc, kc, a, rs, cs, buf);
+    }
+}
+
+// Packs the B block (kc k's x nc) for path g into g->nr-column panels.
+static void gemm_pack_b_path(const gemm_blocking *g, int kc, int nc, const float *b, ptrdiff_t rs,
+                             ptrdiff_t cs, float *buf) {
+    if (g->path == GEMM_PATH_FP32) {
+        gemm_pack_b(kc, nc, b, rs, cs, buf);
+    } else {
+        gemm_pack_bf16(g->path == GEMM_PATH_BF16_NATIVE, g->nr, nc, kc, b, cs, rs, buf);
+    }
+}
+
+// The epilogue of a vdpbf16ps tile: tile holds the raw sums (GEMM_BF16_MR x GEMM_BF16_NR,
+// 64-byte aligned, overwritten); the mr x nr corner goes to c with the same operations, in the
+// same order, as the fp32 micro-kernel's epilogue (addend, then bias, then GELU by gelu_vec),
+// so both bf16 paths give the same bits.
+static void gemm_tile_finish(float *tile, int mr, int nr, float *c, ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
+    for (int i = 0; i < mr; i++) {
+        float *t = tile + i * GEMM_BF16_NR;
+        if (ep->cin != NULL) {
+            for (int j = 0; j < nr; j++) { t[j] += ep->cin[i * ep->ldcin + j]; }
+        }
+        if (ep->bias != NULL) {
+            for (int j = 0; j < nr; j++) { t[j] += ep->bias[j]; }
+        }
+        if (ep->gelu) {
+            if (ep->pre != NULL) { memcpy(ep->pre + i * ep->ldpre, t, nr * sizeof(float)); }
+            for (int j = 0; j < GEMM_BF16_NR; j += GEMM_VEC) { *(gemm_vf *)(t + j) = gelu_vec(*(gemm_vf *)(t + j)); }
+        }
+        memcpy(c + i * ldc, t, nr * sizeof(float));
+    }
+}
+
 // The two innermost loops: C block (mc x nc) at (ic, jc) of C from the packed A and B blocks.
 // first/last: this is the first/last k block. ep is the caller's epilogue (or NULL).
-static void gemm_macro_kernel(int mc, int nc, int kc, const float *abuf, const float *bbuf,
-                              float *c, ptrdiff_t ldc, int ic, int jc, int first, int last,
-                              const gemm_epilogue *ep) {
-    for (int jr = 0; jr < nc; jr += GEMM_NR) {
-        const int nr = gemm_min(GEMM_NR, nc - jr);
-        const float *bpanel = bbuf + (size_t)jr * kc;
-        for (int ir = 0; ir < mc; ir += GEMM_MR) {
-            const int mr = gemm_min(GEMM_MR, mc - ir);
-            const float *apanel = abuf + (size_t)ir * kc;
+// kc is in packed units of path g (gemm_panel_words gives the words per panel row).
+static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, const float *abuf,
+                              const float *bbuf, float *c, ptrdiff_t ldc, int ic, int jc, int first,
+                              int last, const gemm_epilogue *ep) {
+    const int kw = gemm_panel_words(g, kc);
+    for (int jr = 0; jr < nc; jr += g->nr) {
+        const int nr = gemm_min(g->nr, nc - jr);
+        const float *bpanel = bbuf + (size_t)jr * kw;
+        for (int ir = 0; ir < mc; ir += g->mr) {
+            const int mr = gemm_min(g->mr, mc - ir);
+            const float *apanel = abuf + (size_t)ir * kw;
             const size_t row = (size_t)(ic + ir), col = (size_t)(jc + jr);
             float *ctile = c + row * ldc + col;
             gemm_tile_epilogue tep = {0};
@@ -241,8 +412,16 @@ static void gemm_macro_kernel(int mc, int nc, int kc, const float *abuf, const f
                     tep.ldpre = ep->ld_pre;
                 }
             }
+#if GEMM_HAVE_BF16_KERNEL
+            if (g->path == GEMM_PATH_BF16_NATIVE) {
+                float tile[GEMM_BF16_MR * GEMM_BF16_NR] __attribute__((aligned(64)));
+                gemm_micro_kernel_bf16(kc, (const uint32_t *)apanel, (const uint32_t *)bpanel, tile);
+                gemm_tile_finish(tile, mr, nr, ctile, ldc, &tep);
+                continue;
+            }
+#endif
             if (mr == GEMM_MR && nr == GEMM_NR) {
-                gemm_micro_kernel(kc, apanel, bpanel, ctile, ldc, &tep);
+                gemm_micro_kernel(kw, apanel, bpanel, ctile, ldc, &tep);
                 continue;
             }
             // Edge tile: the kernel works on a full tile in a scratch copy; only mr x nr go back.
@@ -267,7 +446,7 @@ static void gemm_macro_kernel(int mc, int nc, int kc, const float *abuf, const f
                 tep.pre = tile_pre;
                 tep.ldpre = GEMM_NR;
             }
-            gemm_micro_kernel(kc, apanel, bpanel, tile, GEMM_NR, &tep);
+            gemm_micro_kernel(kw, apanel, bpanel, tile, GEMM_NR, &tep);
             for (int i = 0; i < mr; i++) {
                 memcpy(ctile + i * ldc, tile + i * GEMM_NR, nr * sizeof(float));
                 if (pre_out != NULL) { memcpy(pre_out + i * ld_pre_out, tile_pre + i * GEMM_NR, nr * sizeof(float)); }
@@ -277,28 +456,32 @@ static void gemm_macro_kernel(int mc, int nc, int kc, const float *abuf, const f
 }
 
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
-// own buffer.
-static void gemm_rectangle(int m0, int m1, int n0, int n1, int K, const float *a, ptrdiff_t rs_a,
-                           ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
-                           ptrdiff_t ldc, const gemm_epilogue *ep, float *buf) {
+// own buffer. K is cut into k blocks of packed units (pairs in bf16, whose last may be half
+// padding) as equal as possible: the blocks depend on K alone.
+static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n1, int K, const float *a,
+                           ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b,
+                           float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf) {
+    const int kstep = g->path == GEMM_PATH_FP32 ? 1 : 2;  // k per packed unit
+    const int Ku = (K + kstep - 1) / kstep;
     float *abuf = buf;
-    float *bbuf = buf + (size_t)GEMM_MC * GEMM_KC;
-    const int nc_max = gemm_block_size(n1 - n0, GEMM_NC, GEMM_NR);
-    const int kc_max = K > 0 ? gemm_block_size(K, GEMM_KC, 1) : 0;
-    const int mc_max = gemm_block_size(m1 - m0, GEMM_MC, GEMM_MR);
+    float *bbuf = buf + (size_t)g->mc * gemm_panel_words(g, g->kc);
+    const int nc_max = gemm_block_size(n1 - n0, g->nc, g->nr);
+    const int ku_max = Ku > 0 ? gemm_block_size(Ku, g->kc, 1) : 0;
+    const int mc_max = gemm_block_size(m1 - m0, g->mc, g->mr);
     for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = gemm_min(nc_max, n1 - jc);
-        int pc = 0;
+        int pu = 0;
         do {  // at least once: with K = 0 the epilogue still writes C
-            const int kc = gemm_min(kc_max, K - pc);
-            gemm_pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+            const int ku = gemm_min(ku_max, Ku - pu);
+            const int pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);  // the block's k's of A and B
+            gemm_pack_b_path(g, kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
             for (int ic = m0; ic < m1; ic += mc_max) {
                 const int mc = gemm_min(mc_max, m1 - ic);
-                gemm_pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, abuf);
-                gemm_macro_kernel(mc, nc, kc, abuf, bbuf, c, ldc, ic, jc, pc == 0, pc + kc >= K, ep);
+                gemm_pack_a_path(g, mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, abuf);
+                gemm_macro_kernel(g, mc, nc, ku, abuf, bbuf, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep);
             }
-            pc += kc;
-        } while (pc < K);
+            pu += ku;
+        } while (pu < Ku);
     }
 }
 
@@ -311,15 +494,15 @@ static void gemm_rectangle(int m0, int m1, int n0, int n1, int K, const float *a
 // rows of A and the columns of B of its rectangle, so splitting N makes every thread pack all
 // of A, splitting M all of B: per unit of K the busiest thread does 2 rows cols flops and packs
 // rows + cols elements.
-static void gemm_thread_grid(int M, int N, int nth, int *tm, int *tn) {
-    const int mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+static void gemm_thread_grid(const gemm_blocking *g, int M, int N, int nth, int *tm, int *tn) {
+    const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
     double best = -1.0;
     *tm = 1;  // fewer tiles than threads along every split: one thread
     *tn = 1;
     for (int t = 1; t <= nth; t++) {
         if (nth % t != 0 || t > ntiles || nth / t > mtiles) { continue; }
-        const double rows = (double)((mtiles + nth / t - 1) / (nth / t)) * GEMM_MR;
-        const double cols = (double)((ntiles + t - 1) / t) * GEMM_NR;
+        const double rows = (double)((mtiles + nth / t - 1) / (nth / t)) * g->mr;
+        const double cols = (double)((ntiles + t - 1) / t) * g->nr;
         const double cost = 2.0 * rows * cols + GEMM_PACK_FLOPS * (rows + cols);
         if (best < 0.0 || cost < best) {
             best = cost;
@@ -330,36 +513,37 @@ static void gemm_thread_grid(int M, int N, int nth, int *tm, int *tn) {
 }
 
 // Thread tid of a tm x tn grid over C (M, N): its rectangle.
-static void gemm_thread(int tid, int tm, int tn, int M, int N, int K, const float *a, ptrdiff_t rs_a,
-                        ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
+static void gemm_thread(const gemm_blocking *g, int tid, int tm, int tn, int M, int N, int K, const float *a,
+                        ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
                         ptrdiff_t ldc, const gemm_epilogue *ep) {
-    const int mtiles = (M + GEMM_MR - 1) / GEMM_MR, ntiles = (N + GEMM_NR - 1) / GEMM_NR;
+    const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
     const int ti = tid / tn, tj = tid % tn;
-    const int m0 = gemm_min(M, (int)((long)mtiles * ti / tm) * GEMM_MR);
-    const int m1 = gemm_min(M, (int)((long)mtiles * (ti + 1) / tm) * GEMM_MR);
-    const int n0 = gemm_min(N, (int)((long)ntiles * tj / tn) * GEMM_NR);
-    const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * GEMM_NR);
-    gemm_rectangle(m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid]);
+    const int m0 = gemm_min(M, (int)((long)mtiles * ti / tm) * g->mr);
+    const int m1 = gemm_min(M, (int)((long)mtiles * (ti + 1) / tm) * g->mr);
+    const int n0 = gemm_min(N, (int)((long)ntiles * tj / tn) * g->nr);
+    const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * g->nr);
+    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid]);
 }
 
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
 static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
                  ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) { return; }
+    const gemm_blocking blocking = gemm_blocking_of(gemm_current_path()), *g = &blocking;
     int tm, tn;
-    gemm_thread_grid(M, N, gemm_max_threads(), &tm, &tn);
+    gemm_thread_grid(g, M, N, gemm_max_threads(), &tm, &tn);
     gemm_buffers(tm * tn);
     #pragma omp parallel num_threads(tm * tn)
     {
 #ifdef _OPENMP
         // A team smaller than asked for (a thread limit, a nested region) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
-            gemm_thread(omp_get_thread_num(), tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+            gemm_thread(g, omp_get_thread_num(), tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
         } else if (omp_get_thread_num() == 0) {
-            gemm_thread(0, 1, 1, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+            gemm_thread(g, 0, 1, 1, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
         }
 #else
-        gemm_thread(0, tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+        gemm_thread(g, 0, tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
 #endif
     }
 }

@@ -114,10 +114,13 @@ typedef struct {
 // Rows of the classifier processed at once: (256, 50304) floats = 51 MB of logits.
 #define CLASSIFIER_CHUNK_ROWS 256
 
-// Called by the forward pass after each kernel with what it produced: rows
-// [row0, row0 + nrows) of a (rows, width) tensor. Layer is -1 outside the blocks.
-// test_gpt2 uses it to compare every intermediate with the PyTorch reference.
-typedef void (*ActivationObserver)(void *ctx, const char *name, int layer, const float *data,
+// Called by the forward and backward passes after each kernel with what it produced: rows
+// [row0, row0 + nrows) of a (rows, width) tensor. Layer is -1 outside the blocks; a
+// gradient's name is "d" + its tensor's ("dqkv"), and a tensor the backward pass recomputes
+// is observed again under its forward name. test_gpt2 uses it to compare every intermediate
+// with the PyTorch reference, and in bf16 to replace the operands of the matmuls with the
+// reference's (the data is the model's own, so an observer may overwrite it).
+typedef void (*ActivationObserver)(void *ctx, const char *name, int layer, float *data,
                                    size_t row0, size_t nrows, size_t width);
 
 // Where the time of a step goes (train_gpt2 --profile). Each kernel call is
@@ -454,7 +457,7 @@ static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T
     return la;
 }
 
-static void observe(const GPT2 *model, const char *name, int layer, const float *data, size_t nrows,
+static void observe(const GPT2 *model, const char *name, int layer, float *data, size_t nrows,
                     size_t width) {
     if (model->observer != NULL) { model->observer(model->observer_ctx, name, layer, data, 0, nrows, width); }
 }
@@ -509,36 +512,48 @@ static void block_backward(GPT2 *model, int l, int B, int T) {
     LayerActivations a = layer_activations(model, l, B, T);
     ActivationTensors *s = &model->acts;
 
+    observe(model, "dresidual3", l, s->dresidual, N, C);
+
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);  // recompute
     bwd_lap(model, PROF_GELU);
+    observe(model, "fch_gelu", l, s->fch_gelu, N, 4 * C);
     matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw, N, 4 * C, C,
                        MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
     gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C);
     bwd_lap(model, PROF_GELU);
+    observe(model, "dfch", l, s->dfch, N, 4 * C);
     layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C);  // recompute
     bwd_lap(model, PROF_LAYERNORM);
+    observe(model, "ln2", l, s->ln, N, C);
     matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C, MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
+    observe(model, "dln2", l, s->dln, N, C);
     layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean, a.ln2_rstd,
                        w.ln2w, N, C);
     bwd_lap(model, PROF_LAYERNORM);
+    observe(model, "dresidual2", l, s->dresidual, N, C);
 
     // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
     attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH);  // recompute (lse comes out the same)
     bwd_lap(model, PROF_ATTENTION);
+    observe(model, "atty", l, s->atty, N, C);
     matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, s->atty, w.attprojw, N, C, C,
                        MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
+    observe(model, "datty", l, s->datty, N, C);
     memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float));
     bwd_lap(model, PROF_ZEROING);
     attention_backward(s->dqkv, s->datty, s->atty, a.att_lse, a.qkv, B, T, C, NH);
     bwd_lap(model, PROF_ATTENTION);
+    observe(model, "dqkv", l, s->dqkv, N, 3 * C);
     layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C);  // recompute
     bwd_lap(model, PROF_LAYERNORM);
+    observe(model, "ln1", l, s->ln, N, C);
     matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C, MATMUL_OVERWRITE_DINP);
     bwd_lap(model, PROF_MATMUL);
+    observe(model, "dln1", l, s->dln, N, C);
     layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean, a.ln1_rstd,
                        w.ln1w, N, C);
     bwd_lap(model, PROF_LAYERNORM);
@@ -595,6 +610,9 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
                                               rows, V, Vp);
         fwd_lap(model, PROF_CLASSIFIER);
         if (dloss != 0.0f) {
+            if (model->observer != NULL) {  // the logits are now their gradient
+                model->observer(model->observer_ctx, "dlogits", -1, acts->logits, r0, rows, Vp);
+            }
             matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x,
                                model->params.wte, rows, C, Vp, MATMUL_OVERWRITE_DINP);
             bwd_lap(model, PROF_MATMUL);
@@ -641,6 +659,7 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
     check_tokens(model, targets, N, "target");
 
     float loss = classifier(model, targets, N, loss_scale / N, acts->dln);
+    observe(model, "dlnf", -1, acts->dln, N, C);
 
     memset(acts->dresidual, 0, (size_t)N * C * sizeof(float));
     bwd_lap(model, PROF_ZEROING);

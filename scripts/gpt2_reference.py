@@ -14,12 +14,18 @@ writes into OUT:
                    every parameter in checkpoint order (padded wte rows zero), all fp32
   losses.txt       the loss at each of --steps AdamW steps on that same batch (lr 1e-4,
                    betas 0.9/0.999, eps 1e-8, no weight decay), one per line
-  activations.bin  every intermediate of the forward pass in forward order (format below)
+  activations.bin  every intermediate of the forward pass in forward order, then the gradients
+                   of the ones the backward pass materializes ("h.0.dqkv", "dlogits": format below)
 
 The model is initialized in fp32 (GPT-2's scheme, plus non-zero biases and
 LayerNorm parameters so that every parameter shapes the forward pass), and then
 computed in float64: the reference is then exact to fp32 precision, and the
 test's tolerances measure the error of our fp32 kernels alone.
+
+--precision bf16: every matmul (the four linear layers and the LM head; forward, and both
+products of the backward pass) takes its two operands rounded to bf16 as train_gpt2
+--precision bf16 does (the value as fp32, then round-to-nearest-even to bf16) and
+computes the product, the bias and everything else in float64. Nothing else is rounded.
 
 activations.bin: a 256 x int32 header (magic 20261122, version 1, header[2] =
 number of records), then records: name (64 bytes, NUL-padded ASCII, e.g.
@@ -45,6 +51,41 @@ DEPTHS = {"d6": (6, 384, 6), "d12": (12, 768, 12), "d24": (24, 1024, 16),
           "d36": (36, 1280, 20), "d48": (48, 1600, 25)}
 
 
+def round_bf16(t):
+    """t rounded as our kernels round: to fp32, then to bf16 (nearest even), exactly
+    representable in float64."""
+    return t.to(torch.float32).to(torch.bfloat16).to(t.dtype)
+
+
+class Bf16Matmul(torch.autograd.Function):
+    """x (..., K) . w (N, K)^T with both operands rounded to bf16, in the forward and in
+    each product of the backward: dx = r(dy) . r(w), dw = r(dy)^T . r(x)."""
+    @staticmethod
+    def forward(ctx, x, w):
+        xr, wr = round_bf16(x), round_bf16(w)
+        ctx.save_for_backward(xr, wr)
+        return xr @ wr.t()
+
+    @staticmethod
+    def backward(ctx, dy):
+        xr, wr = ctx.saved_tensors
+        dyr = round_bf16(dy)
+        dw = dyr.reshape(-1, dyr.shape[-1]).t() @ xr.reshape(-1, xr.shape[-1])
+        return dyr @ wr, dw
+
+
+PRECISION = "fp32"  # --precision
+
+
+def matmul(x, w):
+    """x (..., K) . w (N, K)^T: the product of a linear layer, in the precision of the run."""
+    return Bf16Matmul.apply(x, w) if PRECISION == "bf16" else x @ w.t()
+
+
+def linear(x, layer):
+    return matmul(x, layer.weight) + layer.bias
+
+
 class Block(nn.Module):
     def __init__(self, C, NH):
         super().__init__()
@@ -61,9 +102,9 @@ class Block(nn.Module):
         NH, hs = self.NH, C // self.NH
         record_layernorm_stats("ln1", x, record)
         h = self.ln_1(x)
-        record("ln1", h)
-        qkv = self.c_attn(h)
-        record("qkv", qkv)
+        record("ln1", h, grad=True)
+        qkv = linear(h, self.c_attn)
+        record("qkv", qkv, grad=True)
         q, k, v = qkv.split(C, dim=2)
         q = q.view(B, T, NH, hs).transpose(1, 2)  # (B, NH, T, hs)
         k = k.view(B, T, NH, hs).transpose(1, 2)
@@ -74,22 +115,22 @@ class Block(nn.Module):
         record("att_lse", torch.logsumexp(scores, dim=-1))  # (B, NH, T)
         att = F.softmax(scores, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        record("atty", y)
-        y = self.c_proj(y)
+        record("atty", y, grad=True)
+        y = linear(y, self.c_proj)
         record("attproj", y)
         x = x + y
-        record("residual2", x)
+        record("residual2", x, grad=True)
         record_layernorm_stats("ln2", x, record)
         h = self.ln_2(x)
-        record("ln2", h)
-        h = self.c_fc(h)
-        record("fch", h)
+        record("ln2", h, grad=True)
+        h = linear(h, self.c_fc)
+        record("fch", h, grad=True)
         h = F.gelu(h, approximate="tanh")
         record("fch_gelu", h)
-        h = self.c_proj2(h)
+        h = linear(h, self.c_proj2)
         record("fcproj", h)
         x = x + h
-        record("residual3", x)
+        record("residual3", x, grad=True)
         return x
 
 
@@ -109,16 +150,17 @@ class GPT2(nn.Module):
         self.h = nn.ModuleList([Block(C, NH) for _ in range(L)])
         self.ln_f = nn.LayerNorm(C, eps=LN_EPS)
 
-    def forward(self, idx, targets, record=lambda name, t: None):
+    def forward(self, idx, targets, record=lambda name, t, grad=False: None):
         B, T = idx.shape
         x = self.wte(idx) + self.wpe(torch.arange(T))
         record("encoded", x)
         for l, block in enumerate(self.h):
-            x = block(x, lambda name, t, l=l: record(f"h.{l}.{name}", t))
+            x = block(x, lambda name, t, grad=False, l=l: record(f"h.{l}.{name}", t, grad))
         record_layernorm_stats("lnf", x, record)
         x = self.ln_f(x)
-        record("lnf", x)
-        logits = x @ self.wte.weight.t()  # the LM head is tied to the token embedding
+        record("lnf", x, grad=True)
+        logits = matmul(x, self.wte.weight)  # the LM head is tied to the token embedding
+        record("logits", logits, grad=True)  # only its gradient is written (the logits are in state.bin)
         losses = F.cross_entropy(logits.view(-1, self.V), targets.view(-1), reduction="none")
         record("losses", losses.view(B, T))
         return logits, losses.mean()
@@ -227,6 +269,8 @@ def main():
     ap.add_argument("-T", type=int, default=64)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--steps", type=int, default=10, help="AdamW steps for losses.txt")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: the matmuls' operands rounded to bf16 (see the top of this file)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     ap.add_argument("--hf", metavar="PYTORCH_MODEL_BIN",
                     help="take the weights from a Hugging Face GPT-2 pytorch_model.bin of this config")
@@ -243,6 +287,8 @@ def main():
     if C % NH != 0 or min(L, NH, C, V, maxT, args.B, args.T) < 1 or Vp < V or args.T > maxT:
         ap.error(f"inconsistent config: L={L} NH={NH} C={C} V={V} Vp={Vp} maxT={maxT} B={args.B} T={args.T}")
     cfg = dict(L=L, NH=NH, C=C, maxT=maxT, V=V, Vp=Vp)
+    global PRECISION
+    PRECISION = args.precision
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -260,11 +306,21 @@ def main():
     y = torch.randint(0, V, (args.B, args.T), generator=g)
 
     # one forward and backward pass, recording every intermediate
-    records = []
-    def record(name, t):
-        records.append((name, f32(t)))
+    # and the gradient of the loss with respect to some of them, named "d" + the tensor's name
+    # ("h.0.dqkv"), written after the forward records: the ones our backward pass computes as
+    # explicit tensors (test_gpt2 checks them as they are made).
+    records, wanted_grads = [], []
+    def record(name, t, grad=False):
+        if name != "logits":
+            records.append((name, f32(t)))
+        if grad:
+            t.retain_grad()
+            wanted_grads.append((name, t))
     logits, loss = model(x, y, record)
     loss.backward()
+    for name, t in wanted_grads:
+        prefix, _, base = name.rpartition(".")
+        records.append((f"{prefix}.d{base}" if prefix else f"d{base}", f32(t.grad)))
     write_state(os.path.join(args.out, "state.bin"), model, cfg, x, y, logits, loss)
     with open(os.path.join(args.out, "activations.bin"), "wb") as f:
         header = np.zeros(256, dtype=np.int32)
@@ -286,7 +342,7 @@ def main():
             opt.step()
             f.write(f"{loss.item():.17g}\n")
     print(f"wrote {args.out}: L={L} NH={NH} C={C} maxT={maxT} V={V} Vp={Vp} B={args.B} T={args.T} "
-          f"seed={args.seed}, loss {loss.item():.6f} after {args.steps} steps")
+          f"seed={args.seed}, {PRECISION}, loss {loss.item():.6f} after {args.steps} steps")
 
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ reference() {
     echo "$stamp" > "$dir/stamp"
 }
 
-check_reference() {  # check_reference NAME: test_gpt2 on all four files of data/ref/NAME
-    local dir=data/ref/$1
-    ./test_gpt2 -e "$dir/model.bin" -s "$dir/state.bin" -l "$dir/losses.txt" -a "$dir/activations.bin"
+check_reference() {  # check_reference NAME [FLAGS...]: test_gpt2 on all four files of data/ref/NAME
+    local dir=data/ref/$1; shift
+    ./test_gpt2 -e "$dir/model.bin" -s "$dir/state.bin" -l "$dir/losses.txt" -a "$dir/activations.bin" "$@"
 }
 
 # Configs: GPT-2 124M as in llm.c's test; sizes that are multiples of nothing;
@@ -32,21 +32,36 @@ CONFIGS=(
     "tiny|--layers 1 --heads 1 --channels 5 --max-seq-len 7 --vocab 11 -B 1 -T 7 --steps 10 --seed 3"
     "chunks|--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 3 -T 100 --steps 5 --seed 11"
 )
+# Each config in fp32, and in bf16 (NAME-bf16: the reference rounds the matmuls' operands as
+# test_gpt2 --precision bf16 does; see the top of test_gpt2.c).
 for entry in "${CONFIGS[@]}"; do
-    name=${entry%%|*}
-    args=${entry#*|}
-    # shellcheck disable=SC2086
-    if ! out=$(reference "$name" $args 2>&1); then
-        fail "reference $name" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
-        continue
-    fi
-    if out=$(check_reference "$name" 2>&1); then
-        # the 124M table, summarized for the log
-        [ "$name" = d12 ] && printf '%s\n' "$out" | grep -E '^(tensor|logits|loss|grad\.|step 9|OK|FAIL)'
-        pass "test_gpt2 matches PyTorch: $name ($args)"
+    for precision in fp32 bf16; do
+        name=${entry%%|*}
+        args="${entry#*|} --precision $precision"
+        [ $precision = bf16 ] && name=$name-bf16
+        # shellcheck disable=SC2086
+        if ! out=$(reference "$name" $args 2>&1); then
+            fail "reference $name" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
+            continue
+        fi
+        if out=$(check_reference "$name" --precision $precision 2>&1); then
+            # the 124M tables, summarized for the log
+            case $name in d12*) printf '%s\n' "$out" | grep -E '^(checking|tensor|logits|loss|grad\.|step 9|OK|FAIL)';; esac
+            pass "test_gpt2 matches PyTorch: $name ($args; $(printf '%s\n' "$out" | sed -n 's/.*matmuls: //p'))"
+        else
+            printf '%s\n' "$out" | grep -E 'MISMATCH|FAIL|error' | head -n 20
+            fail "test_gpt2 matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
+        fi
+    done
+done
+
+# bf16 on the fp32 micro-kernel over bf16-rounded panels, the path of CPUs without
+# AVX512_BF16, forced (on such a CPU the runs above took it already).
+for name in odd chunks d12; do
+    if out=$(LLMC_BF16_EMULATE=1 check_reference $name-bf16 --precision bf16 2>&1); then
+        pass "test_gpt2 matches PyTorch, bf16 emulated: $name ($(printf '%s\n' "$out" | sed -n 's/.*matmuls: //p'))"
     else
-        printf '%s\n' "$out" | grep -E 'MISMATCH|FAIL|error' | head -n 20
-        fail "test_gpt2 matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
+        fail "test_gpt2 matches PyTorch, bf16 emulated: $name" "$(printf '%s' "$out" | tail -n 1)"
     fi
 done
 
@@ -88,18 +103,25 @@ rm -rf build/variant
 # Mutants: a copy of the sources with one deliberate bug each must fail the
 # check on the odd config, and name the tensor where the bug first shows.
 # Each line: file | sed expression | the first tensor expected to diverge | what
+#   [| bf16 (checked with --precision bf16 against odd-bf16) | environment]
 MUTANTS=(
     "llmc/layernorm.h|s/#define LAYERNORM_EPS 1e-5f/#define LAYERNORM_EPS 1e-6f/|h.0.ln1_rstd|LayerNorm eps 1e-6 instead of 1e-5"
     "llmc/attention.h|s/attn_iota() + (q0 + v \* ATTN_VW) < j;/attn_iota() + (q0 + v * ATTN_VW) < j - 1;/|h.0.att_lse|causal mask off by one: each query also sees the next key"
     "llmc/attention.h|0,\\#const float scale = 1.0f / sqrtf((float)(C / NH));#s##const float scale = 1.0f / (float)(C / NH);#|h.0.att_lse|attention scaled by 1/hs instead of 1/sqrt(hs)"
     "llmc/gelu.h|s/#define GELU_CUBIC 0.044715f/#define GELU_CUBIC 0.04715f/|h.0.fch_gelu|GELU with 0.04715 instead of 0.044715, a digit dropped (the fc matmul's epilogue and the backward)"
-    "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|grad.wte|LayerNorm backward without the mean term"
+    "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|h.1.dresidual3|LayerNorm backward without the mean term (first seen in the final LayerNorm's input gradient)"
     "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
     "llmc/encoder.h|s/vec_store(pos + c, vec_load(pos + c) + dc);/vec_store(pos + c, dc);/;s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
+    # bf16: rounding by truncation; the A operand (activations, or dout) left unrounded, on the
+    # emulated path where panels are fp32; A's bf16 pairs packed in the wrong order, which
+    # pairs A's k with B's k+1 (on either path).
+    "llmc/gemm_kernel_bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0;/|h.0.qkv|bf16 rounding by truncation instead of to nearest even|bf16"
+    "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#if (r_panel == GEMM_MR) { f[(size_t)2 * p * r_panel + r] = hi; f[(size_t)(2 * p + 1) * r_panel + r] = lo; } else { gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi); }#|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
+    "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, r_panel == GEMM_MR ? hi : lo, r_panel == GEMM_MR ? lo : hi);#;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
 )
 mkdir -p build
 for entry in "${MUTANTS[@]}"; do
-    IFS='|' read -r file expr expected what <<< "$entry"
+    IFS='|' read -r file expr expected what precision environment <<< "$entry"
     dir=build/mutant
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -113,8 +135,10 @@ for entry in "${MUTANTS[@]}"; do
         fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
         continue
     fi
-    ref=data/ref/odd
-    out=$("$dir/test_gpt2" -e $ref/model.bin -s $ref/state.bin -l $ref/losses.txt -a $ref/activations.bin 2>&1)
+    ref=data/ref/odd${precision:+-$precision}
+    # shellcheck disable=SC2086
+    out=$(env $environment "$dir/test_gpt2" -e $ref/model.bin -s $ref/state.bin -l $ref/losses.txt \
+          -a $ref/activations.bin --precision "${precision:-fp32}" 2>&1)
     rc=$?
     verdict=$(printf '%s\n' "$out" | grep -E '^FAIL:' || true)
     if [ $rc -eq 1 ] && printf '%s' "$verdict" | grep -q "first to diverge is $expected\$"; then
@@ -161,3 +185,4 @@ cp $ref/activations.bin "$tmp/acts.bin"; truncate -s -100 "$tmp/acts.bin"
 expect_error "truncated activations" 1 "acts.bin: truncated" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin -a "$tmp/acts.bin"
 expect_error "unknown flag" 2 "^error: -q: unknown flag" ./test_gpt2 -q 1
 expect_error "missing -s" 2 "^error: -e MODEL and -s STATE are required" ./test_gpt2 -e $ref/model.bin
+expect_error "bad --precision" 2 "^error: --precision: expected fp32 or bf16, got 'fp16'" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin --precision fp16

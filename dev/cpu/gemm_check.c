@@ -12,9 +12,27 @@ pre-activation, K = 0), the matmul.h wrappers and backward flags, GELU accuracy,
 bit-identical results across runs and thread counts 1 to 4.
 */
 #include "common.h"
+#include <float.h>
 #include "llmc/matmul.h"
 
 static int n_passed = 0, n_failed = 0;
+
+// bf16 checks: the references take the GEMM operands rounded to bf16 by bf16_ref (written
+// independently of gemm_kernel_bf16.h: through frexp and nearbyint) and everything else in
+// float64, so the only error left is the fp32 summation's and the fp32 bounds apply as they are.
+static int bf16_mode = 0;
+static const char *mode_name = "fp32";
+
+// x rounded to the nearest bf16 (8 significant bits), ties to even; NaN, inf and 0 as they are.
+static double bf16_ref(float x) {
+    if (!isfinite(x) || x == 0.0f) { return x; }
+    int e;
+    const double m = frexp(x, &e);           // x = m 2^e, 0.5 <= |m| < 1
+    return ldexp(nearbyint(ldexp(m, 8)), e - 8);  // default rounding: to nearest, ties to even
+}
+
+// A GEMM operand as the kernel multiplies it.
+static double op(float x) { return bf16_mode ? bf16_ref(x) : (double)x; }
 
 static void set_threads(int n) {
 #ifdef _OPENMP
@@ -75,7 +93,7 @@ static double run_problem(const problem *p, int threads, float *c_out, float *pr
         for (int j = 0; j < N; j++) {
             double sum = 0.0, mag = 0.0;
             for (int k = 0; k < K; k++) {
-                double t = (double)a[i * rs_a + k * cs_a] * b[k * rs_b + j * cs_b];
+                double t = op(a[i * rs_a + k * cs_a]) * op(b[k * rs_b + j * cs_b]);
                 sum += t;
                 mag += fabs(t);
             }
@@ -133,16 +151,16 @@ static void check_problems(void) {
         if (e > worst_all) { worst_all = e; }
         if (!(e <= 1.0)) {
             if (fails++ < 5) {
-                snprintf(name, sizeof(name), "gemm M=%d N=%d K=%d transA=%d transB=%d addend=%d bias=%d gelu=%d pre=%d",
-                         p.M, p.N, p.K, p.trans_a, p.trans_b, p.addend, p.bias, p.gelu, p.pre);
+                snprintf(name, sizeof(name), "%s gemm M=%d N=%d K=%d transA=%d transB=%d addend=%d bias=%d gelu=%d pre=%d",
+                         mode_name, p.M, p.N, p.K, p.trans_a, p.trans_b, p.addend, p.bias, p.gelu, p.pre);
                 snprintf(detail, sizeof(detail), "error %.3g x the bound", e);
                 report(name, 0, detail);
             }
         }
         free(c); free(pre);
     }
-    snprintf(name, sizeof(name), "gemm: %d random problems within the fp32 error bound (worst %.3f of it)",
-             count, worst_all);
+    snprintf(name, sizeof(name), "%s gemm: %d random problems within the fp32 error bound (worst %.3f of it)",
+             mode_name, count, worst_all);
     report(name, fails == 0, "see above");
 }
 
@@ -169,7 +187,8 @@ static void check_determinism(void) {
             }
         }
         char name[160];
-        snprintf(name, sizeof(name), "bit-identical over runs and 1..4 threads: M=%d N=%d K=%d", p->M, p->N, p->K);
+        snprintf(name, sizeof(name), "%s bit-identical over runs and 1..4 threads: M=%d N=%d K=%d", mode_name, p->M,
+                 p->N, p->K);
         report(name, same, "outputs differ");
         free(c1); free(pre1); free(c2); free(pre2);
     }
@@ -189,7 +208,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
         for (int o = 0; o < OC; o++) {
             double s = bias[o], m = fabs(bias[o]);
             for (int c = 0; c < C; c++) {
-                double t = (double)inp[(size_t)i * C + c] * w[(size_t)o * C + c];
+                double t = op(inp[(size_t)i * C + c]) * op(w[(size_t)o * C + c]);
                 s += t;
                 m += fabs(t);
             }
@@ -205,30 +224,30 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
 
     matmul_forward(out, inp, w, bias, BT, C, OC);
     WORST(n_out, out[q], fwd[q], (C + 2) * u * fwd_mag[q]);
-    snprintf(name, sizeof(name), "matmul_forward BT=%d C=%d OC=%d", BT, C, OC);
+    snprintf(name, sizeof(name), "%s matmul_forward BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, worst <= 1.0, "beyond the fp32 error bound");
 
     matmul_forward_residual(out, res, inp, w, bias, BT, C, OC);
     WORST(n_out, out[q], fwd[q] + res[q], (C + 3) * u * (fwd_mag[q] + fabs(res[q])));
-    snprintf(name, sizeof(name), "matmul_forward_residual BT=%d C=%d OC=%d", BT, C, OC);
+    snprintf(name, sizeof(name), "%s matmul_forward_residual BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, worst <= 1.0, "beyond the fp32 error bound");
 
     memcpy(out, res, n_out * sizeof(float));
     matmul_forward_residual(out, out, inp, w, bias, BT, C, OC);
     WORST(n_out, out[q], fwd[q] + res[q], (C + 3) * u * (fwd_mag[q] + fabs(res[q])));
-    snprintf(name, sizeof(name), "matmul_forward_residual in place BT=%d C=%d OC=%d", BT, C, OC);
+    snprintf(name, sizeof(name), "%s matmul_forward_residual in place BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, worst <= 1.0, "beyond the fp32 error bound");
 
     matmul_forward_gelu(out, pre, inp, w, bias, BT, C, OC);
     WORST(n_out, out[q], gelu64(fwd[q]), 1.13 * (C + 2) * u * fwd_mag[q] + 8 * u * fabs(gelu64(fwd[q])));
     double worst_gelu = worst;
     WORST(n_out, pre[q], fwd[q], (C + 2) * u * fwd_mag[q]);
-    snprintf(name, sizeof(name), "matmul_forward_gelu BT=%d C=%d OC=%d", BT, C, OC);
+    snprintf(name, sizeof(name), "%s matmul_forward_gelu BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, worst <= 1.0 && worst_gelu <= 1.0, "beyond the fp32 error bound");
 
     float *out2 = make_random(n_out, 31);
     matmul_forward_gelu(out2, NULL, inp, w, bias, BT, C, OC);
-    snprintf(name, sizeof(name), "matmul_forward_gelu without pre BT=%d C=%d OC=%d", BT, C, OC);
+    snprintf(name, sizeof(name), "%s matmul_forward_gelu without pre BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, memcmp(out, out2, n_out * sizeof(float)) == 0, "differs from the run that stores pre");
 
     // backward, accumulating: dinp0/dw0/db0 keep the starting values
@@ -239,7 +258,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
             for (int c = 0; c < C; c++) {
                 double s = pass ? 0.0 : dinp0[(size_t)i * C + c], m = fabs(s);
                 for (int o = 0; o < OC; o++) {
-                    double t = (double)dout[(size_t)i * OC + o] * w[(size_t)o * C + c];
+                    double t = op(dout[(size_t)i * OC + o]) * op(w[(size_t)o * C + c]);
                     s += t;
                     m += fabs(t);
                 }
@@ -255,7 +274,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
             for (int c = 0; c < C; c++) {
                 double s = pass ? 0.0 : dw0[(size_t)o * C + c], m = fabs(s);
                 for (int i = 0; i < BT; i++) {
-                    double t = (double)dout[(size_t)i * OC + o] * inp[(size_t)i * C + c];
+                    double t = op(dout[(size_t)i * OC + o]) * op(inp[(size_t)i * C + c]);
                     s += t;
                     m += fabs(t);
                 }
@@ -263,7 +282,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
                 if (!(e2 <= w_w)) { w_w = e2; }
             }
         }
-        snprintf(name, sizeof(name), "matmul_backward%s BT=%d C=%d OC=%d: dinp, dweight, dbias",
+        snprintf(name, sizeof(name), "%s matmul_backward%s BT=%d C=%d OC=%d: dinp, dweight, dbias", mode_name,
                  pass ? "_ex overwriting" : " accumulating", BT, C, OC);
         report(name, w_in <= 1.0 && w_w <= 1.0 && w_b <= 1.0, "beyond the fp32 error bound");
         if (pass == 0) {
@@ -278,7 +297,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
     memcpy(dw0, dw, n_w * sizeof(float));
     matmul_backward(dinp, NULL, NULL, dout, inp, w, BT, C, OC);
     matmul_backward(NULL, NULL, db, dout, inp, w, BT, C, OC);
-    snprintf(name, sizeof(name), "matmul_backward with NULL outputs BT=%d C=%d OC=%d", BT, C, OC);
+    snprintf(name, sizeof(name), "%s matmul_backward with NULL outputs BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, memcmp(dw0, dw, n_w * sizeof(float)) == 0, "dweight changed");
     #undef WORST
     free(inp); free(w); free(bias); free(dout); free(res); free(out); free(out2); free(pre);
@@ -311,15 +330,145 @@ static void check_gelu(void) {
            "wrong limits");
 }
 
-int main(void) {
-    printf("micro-kernel variant VEC_WIDTH=%d: %d x %d tile, %d-float vectors\n", VEC_WIDTH, GEMM_MR,
-           GEMM_NR, GEMM_VEC);
-    check_gelu();
+// gemm_bf16_round against bf16_ref: a million random normal floats (every exponent), the exact
+// ties (half way between two bf16: to even), +-inf, NaN, and rounding past the largest bf16.
+static void check_bf16_rounding(void) {
+    uint64_t s = 99;
+    int bad = 0;
+    float bad_x = 0.0f;
+    for (int i = 0; i < 1100000; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        uint32_t u = (uint32_t)(s >> 16);
+        if (i >= 1000000) { u = (u & 0xffff0000u) | 0x8000u; }  // exact ties
+        float x;
+        memcpy(&x, &u, sizeof(x));
+        if (!isnormal(x)) { continue; }  // subnormals: not compared (see gemm_kernel_bf16.h)
+        const float got = gemm_bf16_round(x), want = (float)bf16_ref(x);
+        if (memcmp(&got, &want, sizeof(got)) != 0) { bad++; bad_x = x; }
+    }
+    const float big = gemm_bf16_round(FLT_MAX), inf = gemm_bf16_round(INFINITY), ninf = gemm_bf16_round(-INFINITY);
+    const float nan = gemm_bf16_round(NAN), one_tie = gemm_bf16_round(1.0f + 0x1p-8f), one_up = gemm_bf16_round(1.0f + 0x1.8p-8f);
+    char detail[120];
+    snprintf(detail, sizeof(detail), "%d values differ from the float64 rounding, e.g. %.9g", bad, bad_x);
+    report("bf16 rounding: nearest-even on 1.1M floats, ties", bad == 0, detail);
+    report("bf16 rounding: inf, NaN, FLT_MAX -> inf, 1 + 2^-8 -> 1, 1 + 1.5 2^-8 -> 1 + 2^-7",
+           big == INFINITY && inf == INFINITY && ninf == -INFINITY && isnan(nan) && one_tie == 1.0f &&
+               one_up == 1.0f + 0x1p-7f,
+           "wrong special values");
+}
+
+#if GEMM_HAVE_BF16_KERNEL
+// Lane 0 of vdpbf16ps: acc + (a_lo, a_hi) . (b_lo, b_hi) as the instruction computes it.
+GEMM_BF16_TARGET
+static float dpbf16_lane(float acc, float a_lo, float a_hi, float b_lo, float b_hi) {
+    const __m512bh a = (__m512bh)_mm512_set1_epi32((int)gemm_bf16_pair(a_lo, a_hi));
+    const __m512bh b = (__m512bh)_mm512_set1_epi32((int)gemm_bf16_pair(b_lo, b_hi));
+    return _mm512_cvtss_f32(_mm512_dpbf16_ps(_mm512_set1_ps(acc), a, b));
+}
+
+// What the emulated path does for one pair: k+1 first, then k, each an fp32 add of an exact product.
+static float dpbf16_emulated(float acc, float a_lo, float a_hi, float b_lo, float b_hi) {
+    volatile float t = acc + gemm_bf16_round(a_hi) * gemm_bf16_round(b_hi);
+    return t + gemm_bf16_round(a_lo) * gemm_bf16_round(b_lo);
+}
+
+// The instruction's order, read off this CPU: 1 + (-1) + 2^-30 is 2^-30 when the odd element
+// (k+1) goes first and 0 when k goes first; 2^-30 + 1 + (-1) is 0 with two roundings and
+// 2^-30 with one. Then a million random lanes against the emulated formula.
+static void check_dpbf16_semantics(void) {
+    const float odd_first = dpbf16_lane(1.0f, 0x1p-15f, 1.0f, 0x1p-15f, -1.0f);
+    const float two_roundings = dpbf16_lane(0x1p-30f, 1.0f, 1.0f, -1.0f, 1.0f);
+    char detail[160];
+    snprintf(detail, sizeof(detail), "1 + (-1) + 2^-30 gave %a (expected 0x1p-30); 2^-30 + 1 - 1 gave %a (expected 0)",
+             odd_first, two_roundings);
+    report("vdpbf16ps adds element 2i+1 first, then 2i, rounding each add", odd_first == 0x1p-30f && two_roundings == 0.0f,
+           detail);
+    uint64_t s = 5;
+    int bad = 0;
+    for (int i = 0; i < 1000000; i++) {
+        float v[5];
+        for (int j = 0; j < 5; j++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            v[j] = (float)(((s >> 40) * (1.0 / (1 << 23)) - 1.0) * ldexp(1.0, (int)(s >> 20) % 41 - 20));
+        }
+        const float got = dpbf16_lane(v[0], v[1], v[2], v[3], v[4]), want = dpbf16_emulated(v[0], v[1], v[2], v[3], v[4]);
+        if (memcmp(&got, &want, sizeof(got)) != 0) { bad++; }
+    }
+    snprintf(detail, sizeof(detail), "%d of 1M lanes differ", bad);
+    report("vdpbf16ps = two fp32 adds of exact products on 1M random lanes", bad == 0, detail);
+}
+
+// The native and emulated paths on the same problems (all epilogues, transposes, odd K, sizes
+// from 1, several k blocks): identical bits.
+static void check_native_vs_emulated(void) {
+    const int sizes[] = {1, 2, 3, 7, 12, 13, 31, 32, 33, 64, 97, 200, 385};
+    const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    uint64_t s = 31;
+    int differ = 0, count = 0;
+    char first[160] = "";
+    for (int trial = 0; trial < 120; trial++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        problem p = {sizes[s % nsizes], sizes[(s >> 8) % nsizes], sizes[(s >> 16) % nsizes], (s >> 24) & 1,
+                     (s >> 25) & 1, (s >> 26) % 3, (s >> 28) & 1, (s >> 29) & 1, (s >> 30) & 1};
+        if (trial % 5 == 0) { p.K = 385 + (int)(s >> 40) % 700; }  // several k blocks, odd and even
+        const size_t n = (size_t)p.M * (p.N + 3);
+        float *c1 = malloc_or_die(n * sizeof(float), "c"), *pre1 = malloc_or_die(n * sizeof(float), "pre");
+        float *c2 = malloc_or_die(n * sizeof(float), "c"), *pre2 = malloc_or_die(n * sizeof(float), "pre");
+        gemm_bf16_force_emulated(0);
+        run_problem(&p, 1 + trial % 2, c1, pre1, 0);
+        gemm_bf16_force_emulated(1);
+        run_problem(&p, 1 + trial % 3, c2, pre2, 0);
+        count++;
+        if (memcmp(c1, c2, n * sizeof(float)) != 0 || memcmp(pre1, pre2, n * sizeof(float)) != 0) {
+            if (differ++ == 0) {
+                snprintf(first, sizeof(first), "first at M=%d N=%d K=%d transA=%d transB=%d addend=%d bias=%d gelu=%d",
+                         p.M, p.N, p.K, p.trans_a, p.trans_b, p.addend, p.bias, p.gelu);
+            }
+        }
+        free(c1); free(pre1); free(c2); free(pre2);
+    }
+    char name[160], detail[240];
+    snprintf(name, sizeof(name), "bf16 native and emulated paths bit-identical on %d problems", count);
+    snprintf(detail, sizeof(detail), "%d differ, %s", differ, first);
+    report(name, differ == 0, detail);
+}
+#endif
+
+static void check_all_gemms(void) {
     check_problems();
     check_determinism();
     check_matmul_wrappers(32, 768, 2304);
     check_matmul_wrappers(87, 57, 171);
     check_matmul_wrappers(1, 1, 1);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--path") == 0) {  // which bf16 path the dispatcher picks here
+        matmul_set_precision(PRECISION_BF16);
+        printf("%s\n", matmul_precision_path());
+        return 0;
+    }
+    printf("micro-kernel variant VEC_WIDTH=%d: %d x %d tile, %d-float vectors\n", VEC_WIDTH, GEMM_MR,
+           GEMM_NR, GEMM_VEC);
+    check_gelu();
+    check_all_gemms();
+    check_bf16_rounding();
+    const int native = GEMM_HAVE_BF16_KERNEL && gemm_bf16_native_available();
+#if GEMM_HAVE_BF16_KERNEL
+    if (native) { check_dpbf16_semantics(); }
+#endif
+    if (!native) { printf("skip  vdpbf16ps checks and native path: this CPU has no AVX512_BF16\n"); }
+    matmul_set_precision(PRECISION_BF16);
+    bf16_mode = 1;
+    for (int emulated = native ? 0 : 1; emulated <= 1; emulated++) {
+        gemm_bf16_force_emulated(emulated);
+        mode_name = emulated ? "bf16-emulated" : "bf16-native";
+        printf("%s: %s\n", mode_name, matmul_precision_path());
+        check_all_gemms();
+    }
+#if GEMM_HAVE_BF16_KERNEL
+    if (native) { check_native_vs_emulated(); }
+#endif
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed == 0 ? 0 : 1;
 }

@@ -1,0 +1,102 @@
+/*
+The bf16 side of the GEMM (gemm.h): rounding fp32 to bf16, and the vdpbf16ps micro-kernel.
+
+bf16 is the top half of an fp32: sign, 8 exponent bits, 7 mantissa bits. gemm_bf16_bits
+rounds an fp32 to nearest-even at bit 16 and returns the fp32 bit pattern with the low 16
+bits clear (the value as a float is exactly the bf16 value); NaN stays NaN (quieted), +-inf
+stays, finite values past the largest bf16 round to +-inf as IEEE rounding does.
+
+vdpbf16ps (AVX512_BF16, _mm512_dpbf16_ps(acc, a, b)): each 32-bit lane i of a and b holds a
+pair of bf16, element 2i in the low half and 2i+1 in the high half, and (Intel SDM)
+    acc[i] += a[2i+1] * b[2i+1];   then   acc[i] += a[2i] * b[2i];
+each product exact in fp32 (8-bit significands), each add rounded to nearest-even, with
+denormal inputs and outputs flushed to zero. dev/cpu/gemm_check.c checks that order on the
+CPU it runs on. So the packed panels hold (k, k+1) pairs in one 32-bit word, k = 2p even,
+and the fp32 micro-kernel reproduces the instruction bit for bit (denormals aside) when it
+is fed the same bf16 values as fp32, each pair in the order (k+1, k): that is the emulated
+path of CPUs without AVX512_BF16.
+
+The micro-kernel: a GEMM_BF16_MR x GEMM_BF16_NR tile (12 x 32: 24 accumulators of 16 floats,
+2 b vectors and a broadcast of the 32 zmm) over kcp pairs:
+    a panel: kcp x MR words, a[p*MR + i] = bf16 pair (A(i, 2p), A(i, 2p+1))
+    b panel: kcp x NR words, b[p*NR + j] = bf16 pair (B(2p, j), B(2p+1, j))
+It writes the raw sums to an aligned MR x NR tile; gemm.h's gemm_tile_finish adds the addend
+and bias and applies GELU with the same fp32 code as the fp32 micro-kernel's epilogue. It is
+compiled for AVX512_BF16 by a target attribute whatever the build's -march, and only called
+when the CPU has it (gemm_bf16_native_available).
+*/
+#pragma once
+
+#include <stdint.h>
+#include <string.h>
+
+#define GEMM_BF16_MR 12
+#define GEMM_BF16_NR 32
+
+// fp32 x rounded to bf16 (nearest-even), as fp32 bits with the low 16 bits zero.
+static inline uint32_t gemm_bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof(u));
+    if ((u & 0x7fffffffu) > 0x7f800000u) { return (u | 0x00400000u) & 0xffff0000u; }  // NaN: keep it one
+    u += 0x7fffu + ((u >> 16) & 1u);  // ties go to the even bf16
+    return u & 0xffff0000u;
+}
+
+// x rounded to bf16, as a float.
+static inline float gemm_bf16_round(float x) {
+    uint32_t u = gemm_bf16_bits(x);
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+// One packed pair word: element k (lo) in the low half, k+1 (hi) in the high half.
+static inline uint32_t gemm_bf16_pair(float lo, float hi) {
+    return gemm_bf16_bits(hi) | (gemm_bf16_bits(lo) >> 16);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && (defined(__clang__) || __GNUC__ >= 10)
+#define GEMM_HAVE_BF16_KERNEL 1
+#include <immintrin.h>
+
+#define GEMM_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+
+// tile (MR x NR, row-major, 64-byte aligned) = sum over kcp pairs of a panel x b panel.
+GEMM_BF16_TARGET
+static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const uint32_t *restrict b,
+                                   float *restrict tile) {
+    __m512 acc[GEMM_BF16_MR][2];
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_BF16_MR; i++) {
+        acc[i][0] = _mm512_setzero_ps();
+        acc[i][1] = _mm512_setzero_ps();
+    }
+    for (int p = 0; p < kcp; p++) {
+        const __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)b);
+        const __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(b + 16));
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_BF16_MR; i++) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+        a += GEMM_BF16_MR;
+        b += GEMM_BF16_NR;
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_BF16_MR; i++) {
+        _mm512_store_ps(tile + i * GEMM_BF16_NR, acc[i][0]);
+        _mm512_store_ps(tile + i * GEMM_BF16_NR + 16, acc[i][1]);
+    }
+}
+
+// 1 if this CPU (and OS) runs AVX-512 with AVX512_BF16.
+static int gemm_bf16_native_available(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+#else
+#define GEMM_HAVE_BF16_KERNEL 0
+static int gemm_bf16_native_available(void) { return 0; }
+#endif
