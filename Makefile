@@ -27,6 +27,18 @@ ifneq ($(NO_OMP),1)
   endif
 endif
 
+# MPI (data-parallel training, llmc/zero.h): train_gpt2 is built with mpicc and
+# -DUSE_MPI when mpicc is found (NO_MPI=1: never); the same sources build without it.
+ifneq ($(NO_MPI),1)
+  MPICC := $(shell command -v mpicc 2>/dev/null)
+endif
+ifneq ($(MPICC),)
+  TRAIN_CC = OMPI_CC=$(CC) $(MPICC)
+  TRAIN_CFLAGS = -DUSE_MPI
+else
+  TRAIN_CC = $(CC)
+endif
+
 PROGRAMS = train_gpt2 test_gpt2
 HEADERS = $(wildcard llmc/*.h)
 
@@ -35,7 +47,7 @@ HEADERS = $(wildcard llmc/*.h)
 all: $(PROGRAMS) $(TOOLS)
 
 train_gpt2: train_gpt2.c $(HEADERS)
-	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_CFLAGS) $< -o $@ $(LDLIBS)
 
 test_gpt2: test_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
