@@ -468,10 +468,15 @@ int main(int argc, char **argv) {
     gpt2_create_sharded(&model, &config, args.B, args.T, args.model, args.zero_stage ? adamw_floats : 0);
     if (zero.size > 1) {
         char b1[32], b2[32];
-        printf("ranks: %d, ZeRO stage %d: AdamW m+v %s per rank, the model arena %s per rank\n", zero.size,
-               args.zero_stage, human_bytes(adamw_floats * 8.0, b1), human_bytes(model.arena_bytes, b2));
+        printf("ranks: %d, ZeRO stage %d: AdamW m+v %s per rank (%zu bytes), the model arena %s per rank\n",
+               zero.size, args.zero_stage, human_bytes(adamw_floats * 8.0, b1), adamw_floats * 8,
+               human_bytes(model.arena_bytes, b2));
     }
     TrainState state = initial_state(&args, &config, accum, max_steps);
+    const long job[] = {args.zero_stage, args.val_every, args.val_batches, args.checkpoint_every, args.resume,
+                        (long)train_loader.batches_per_epoch, train_loader.num_shards};
+    zero_check_same(&state, sizeof(state), "the model, batch or optimizer settings");
+    zero_check_same(job, sizeof(job), "-z, -v, -m, -n, -y or the training data");
     GPT2 whole_view;
     float *whole_buffer;
     GPT2 *whole = zero_whole_state_view(&opt, &model, &whole_view, &whole_buffer);

@@ -142,6 +142,17 @@ static void zero_allreduce_f64(double *x, int n, int op) {
     }
 }
 
+// Every rank must run the same job (model, batch, schedule, data): this rank's `bytes` at
+// data are compared with rank 0's, and a difference is this rank's error (the job ends).
+static void zero_check_same(const void *data, size_t bytes, const char *what) {
+    if (zero.size == 1) { return; }
+    char *root = malloc_or_die(bytes, "rank 0's settings");
+    memcpy(root, data, bytes);
+    zero_broadcast(root, bytes, 0);
+    if (memcmp(root, data, bytes) != 0) { die("%s differ from rank 0's: every rank must run the same command", what); }
+    free(root);
+}
+
 // Rank r's shard of a flat array of n floats: [*offset, *offset + *count). Shards are
 // ceil(n / size) rounded up to 16 floats (64 bytes), the last one what is left.
 static void zero_shard_of(size_t n, int rank, int size, size_t *offset, size_t *count) {
