@@ -31,15 +31,22 @@ MPIRUN=(timeout 120 mpirun -q --allow-run-as-root --oversubscribe --mca btl self
 single() { ./train_gpt2 "${TRAIN[@]}" "$@"; }
 ranks() { local n=$1; shift; "${MPIRUN[@]}" -np "$n" ./train_gpt2 "${TRAIN[@]}" "$@"; }
 losses() { grep -E ' (trl|tel):' "$1" | sed 's/ lr:.*//'; }           # "s:N trl:L" / "s:N tel:L" lines
-steps_of() { grep -c ' trl:' "$1" 2>/dev/null || echo 0; }
-# close LOG_A LOG_B: the same steps, every loss within 1e-6 relative; prints the largest difference
+# close LOG_A LOG_B [EXTRA_OK]: the same steps (a step repeated after a resume: each time;
+# EXTRA_OK=1: B may hold more steps than A), every loss within 1e-6 relative, every gradient norm
+# within 1.5e-4 (the log rounds it to 4 decimals); prints the largest loss difference
 close() {
-    awk 'NR == FNR { a[$1 " " substr($2, 1, 4)] = substr($2, 5); n++; next }
-         { k = $1 " " substr($2, 1, 4); if (!(k in a)) { bad = 1; next }
-           d = a[k] - substr($2, 5); d = d < 0 ? -d : d; r = d / (a[k] < 0 ? -a[k] : a[k]);
-           if (r > worst) worst = r; m++ }
-         END { printf "max rel diff %.2g over %d losses", worst, m; exit !(bad == 0 && m == n && m > 0 && worst <= 1e-6) }' \
-        <(losses "$1") <(losses "$2")
+    awk -v extra_ok="${3:-0}" 'NR == FNR { a[$1 " " $2] = $3; n++; next }
+         { k = $1 " " $2; if (!(k in a)) { if (!extra_ok) bad = 1; next }
+           d = a[k] - $3; d = d < 0 ? -d : d; if (!(k in seen)) { seen[k]; m++ }
+           if ($2 == "norm") { if (d > 1.5e-4) bad = 1; if (d > worstn) worstn = d; next }
+           r = d / (a[k] < 0 ? -a[k] : a[k]); if (r > worst) worst = r }
+         END { printf "max rel loss diff %.2g, max norm diff %.2g, over %d values", worst, worstn, m
+               exit !(bad == 0 && m == n && m > 0 && worst <= 1e-6) }' <(fields "$1") <(fields "$2")
+}
+# "s:N KIND VALUE" for the train and val losses and the gradient norms of a main.log
+fields() {
+    sed -n -e 's/^\(s:[0-9]*\) trl:\([^ ]*\) .*norm:\([^ ]*\).*/\1 trl \2\n\1 norm \3/p' \
+           -e 's/^\(s:[0-9]*\) tel:\([^ ]*\).*/\1 tel \2/p' "$1"
 }
 
 # --- the same binary without mpirun runs exactly as a build without MPI
@@ -134,8 +141,8 @@ if [ -n "$victim" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$last" ] && [ "
     ranks 2 -x $((last + 4)) -d 768 -n 2 -y 1 -o "$tmp/kill" > "$tmp/kill2.out" 2>&1; rc=$?
     single -x $((last + 4)) -d 768 -o "$tmp/killref" > /dev/null 2>&1
     if [ $rc -eq 0 ] && grep -q "resuming from $tmp/kill/model_$(printf %08d $last).bin" "$tmp/kill2.out" &&
-       why=$(close "$tmp/killref/main.log" <(losses "$tmp/kill/main.log" | sort -t: -k2n -u)); then
-        pass "after the kill, resumed from checkpoint $last: every loss as an uninterrupted run: $why"
+       why=$(close "$tmp/killref/main.log" "$tmp/kill/main.log" 1); then
+        pass "after the kill, resumed from checkpoint $last: every step as an uninterrupted run, before and after: $why"
     else
         fail "resume after a rank was killed" "exit $rc; ${why:-} $(grep -m1 -E 'resuming|error' "$tmp/kill2.out")"
     fi
@@ -161,6 +168,54 @@ one_bad "-d not divisible by ranks*B*T" 2 "^error: rank [01]: -d: 384 tokens per
 one_bad "another -b on rank 1" 1 "^error: rank 1: the model, batch or optimizer settings differ from rank 0's" -b 2
 printf '%s\n' 'junk' > "$tmp/junk_model.bin"
 one_bad "corrupt model on rank 1" 1 "^error: rank 1: $tmp/junk_model.bin: truncated" -e "$tmp/junk_model.bin"
+
+# --- mutants: a copy of the sources with deliberate bugs, each switched on by
+# LLMC_MUTANT=K (one build for all), must fail the comparison with one process
+mut=$tmp/mutant
+mkdir -p "$mut" && cp -r Makefile train_gpt2.c llmc "$mut/"
+if ! $PY - "$mut" << 'PYEOF'
+import sys
+d = sys.argv[1]
+edits = [  # file, original, mutated; MUTANT(K) is true when LLMC_MUTANT=K
+    ("llmc/zero.h", "#pragma once\n",
+     "#pragma once\n#define MUTANT(k) (getenv(\"LLMC_MUTANT\") != NULL && atoi(getenv(\"LLMC_MUTANT\")) == (k))\n"),
+    ("llmc/zero.h", "PARAMETER_DECAYS[i] ? weight_decay : 0.0f",
+     "(MUTANT(1) ? weight_decay : PARAMETER_DECAYS[i] ? weight_decay : 0.0f)"),
+    ("llmc/zero.h", "    zero_all_gather_f32(model->params_memory, model->params_span);",
+     "    if (!MUTANT(2)) { zero_all_gather_f32(model->params_memory, model->params_span); }"),
+    ("llmc/zero.h", "if (zero.rank > 0) { memcpy(", "if (zero.rank > 0 && !MUTANT(3)) { memcpy("),
+    ("train_gpt2.c", "args.B, args.T, 1.0f / accum);", "args.B, args.T, 1.0f / (MUTANT(4) ? rank_accum : accum));"),
+    ("train_gpt2.c", "if (r == zero.rank && zero.size > 1)", "if ((MUTANT(5) ? r == 0 : r == zero.rank) && zero.size > 1)"),
+]
+for path, old, new in edits:
+    text = open(f"{d}/{path}").read()
+    if text.count(old) != 1:
+        sys.exit(f"{path}: '{old}' found {text.count(old)} times: update the mutant")
+    open(f"{d}/{path}", "w").write(text.replace(old, new))
+PYEOF
+then
+    fail "mutants" "the sources changed: update the edits"
+elif ! out=$(make -s -C "$mut" train_gpt2 2>&1); then
+    fail "mutants" "do not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+else
+    MUTANTS=(
+        "1|3|1|ZeRO-1 shard applies weight decay to every tensor (biases, LayerNorms too)"
+        "2|2|1|ZeRO-1 without the parameter all-gather"
+        "3|3|1|reduce-scatter leaves the shard at the array's start"
+        "4|3|0|gradients summed over ranks, not averaged (loss scale 1/local micro-batches)"
+        "5|2|0|every rank trains on the first batch of each group of N"
+    )
+    for entry in "${MUTANTS[@]}"; do
+        IFS='|' read -r k n z what <<< "$entry"
+        LLMC_MUTANT=$k "${MPIRUN[@]}" -np $n "$mut/train_gpt2" "${TRAIN[@]}" -x 20 -d $((n * 128)) -z $z \
+            -o "$tmp/mutant$k" > /dev/null 2>&1
+        if why=$(close "$tmp/single$n/main.log" "$tmp/mutant$k/main.log"); then
+            fail "mutant caught: $what" "it matched one process: $why"
+        else
+            pass "mutant caught: $what ($why)"
+        fi
+    done
+fi
 
 # --- two hosts: network namespaces joined by a veth pair, OpenMPI launching into them
 bash scripts/mpi_two_hosts.sh "$tmp" "${TRAIN[@]}"
