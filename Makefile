@@ -42,7 +42,7 @@ endif
 PROGRAMS = train_gpt2 test_gpt2
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test clean data bench bench-tokenizer profile setup train
+.PHONY: all test clean data bench bench-mpi bench-tokenizer profile setup train
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -70,6 +70,10 @@ data: prepare_data
 bench: train_gpt2
 	$(MAKE) -C dev/cpu fma_peak
 	bash scripts/bench.sh
+
+# Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench_mpi.sh).
+bench-mpi: train_gpt2
+	bash scripts/bench_mpi.sh
 
 # perf's view of a few GPT-2 124M steps: a build with symbols and frame pointers
 # (kernels kept out of line so each shows under its own name), recorded after the
