@@ -534,7 +534,7 @@ int main(int argc, char **argv) {
 
         if (step == first_step + 1) { perf_enable_events(); }
         // one optimizer step over `accum` micro-batches
-        double t0 = now_seconds(), comm0 = zero.comm_seconds;
+        double t0 = now_seconds(), comm0 = zero.comm_seconds, wait0 = zero.wait_seconds;
         profile_start(&model.profile);
         gpt2_zero_grad(&model);
         double loss = 0.0;
@@ -576,7 +576,9 @@ int main(int argc, char **argv) {
         double tok_per_s = (double)accum * tokens_per_micro / (ms / 1e3);
         printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, max_steps,
                loss, norm, lr, ms, tok_per_s);
-        if (zero.size > 1) { printf(" | comm %.1f ms", (zero.comm_seconds - comm0) * 1e3); }
+        if (zero.size > 1) {  // time in collectives, of which waiting for the slowest rank
+            printf(" | comm %.1f ms (wait %.1f)", (zero.comm_seconds - comm0) * 1e3, (zero.wait_seconds - wait0) * 1e3);
+        }
         printf("\n");
         if (args.profile) { print_profile(&model.profile, ms); }
         if (log != NULL) {

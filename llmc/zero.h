@@ -44,9 +44,10 @@ typedef struct {
     int rank, size;
     int mpi;              // MPI_Init was called (launched by mpirun)
     double comm_seconds;  // time spent in collectives so far
+    double wait_seconds;  // of which waiting for the slowest rank before the gradient sum
 } Zero;
 
-static Zero zero = {0, 1, 0, 0.0};
+static Zero zero = {0, 1, 0, 0.0, 0.0};
 
 enum { ZERO_SUM, ZERO_MEAN };
 
@@ -275,7 +276,11 @@ static size_t zero_optimizer_init(ZeroOptimizer *opt, const GPT2Config *config, 
 }
 
 // After the backward pass: the gradients summed over ranks (all of them, or this rank's shard).
+// A barrier first times the wait for the slowest rank apart from the transfer itself.
 static void zero_sync_gradients(const ZeroOptimizer *opt, GPT2 *model) {
+    double before = zero.comm_seconds;
+    zero_barrier();
+    zero.wait_seconds += zero.comm_seconds - before;
     if (opt->stage == 0) { zero_allreduce_f32(model->grads_memory, model->params_span, ZERO_SUM); }
     else { zero_reduce_scatter_f32(model->grads_memory, model->params_span); }
 }
