@@ -477,9 +477,9 @@ int main(int argc, char **argv) {
                         (long)train_loader.batches_per_epoch, train_loader.num_shards};
     zero_check_same(&state, sizeof(state), "the model, batch or optimizer settings");
     zero_check_same(job, sizeof(job), "-z, -v, -m, -n, -y or the training data");
-    GPT2 whole_view;
-    float *whole_buffer;
-    GPT2 *whole = zero_whole_state_view(&opt, &model, &whole_view, &whole_buffer);
+    GPT2 whole_view;  // under -z 1, rank 0 resumes m and v whole into this view, then scatters them
+    float *whole_buffer = NULL;
+    GPT2 *whole = args.resume ? zero_whole_state_view(&opt, &model, &whole_view, &whole_buffer) : &model;
     int resumed = 0;
     if (zero.rank == 0) {
         resumed = args.resume && resume_from(args.output_dir, whole, &state);
@@ -493,10 +493,11 @@ int main(int argc, char **argv) {
     if (args.output_dir != NULL && zero.rank == 0) { log = fopen_or_die(log_path, "a"); }
     Schedule schedule = {(ScheduleKind)args.schedule, args.learning_rate, args.warmup_steps, max_steps,
                          args.final_fraction};
-    printf("threads: %d%s%.0d | B=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
-           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), zero.size > 1 ? " x ranks: " : "",
-           zero.size > 1 ? zero.size : 0, args.B, args.T, accum,
-           accum > 1 ? "s" : "", accum * tokens_per_micro, max_steps, train_loader.num_shards,
+    char ranks[32] = "";
+    if (zero.size > 1) { snprintf(ranks, sizeof(ranks), "%d ranks x ", zero.size); }
+    printf("threads: %d | %sB=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
+           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), ranks, args.B, args.T, rank_accum,
+           rank_accum > 1 ? "s" : "", accum * tokens_per_micro, max_steps, train_loader.num_shards,
            train_loader.batches_per_epoch);
 
     int *rank_inputs = malloc_or_die((size_t)tokens_per_micro * sizeof(int), "micro-batch");

@@ -5,10 +5,12 @@
 # "wait": a barrier's wait for the slower rank before the gradient sum), and the scaling efficiency = tokens/s of 2 x 1 / tokens/s of 1 x 2.
 # Each figure is the median over the steps after the first (warm-up) one.
 #   STEPS=N (default 4: 3 timed)   SHAPES="B:T ..." (default "4:64 8:256")
+#   ZERO_STAGES="0 1" (the -z of the 2-rank runs)
 set -u
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-4}
 SHAPES=${SHAPES:-"4:64 8:256"}
+ZERO_STAGES=${ZERO_STAGES:-"0 1"}
 command -v mpirun > /dev/null || { echo "mpirun not found (make setup installs OpenMPI)"; exit 1; }
 ldd ./train_gpt2 | grep -q libmpi || { echo "./train_gpt2 is not built with MPI (make, with mpicc installed)"; exit 1; }
 tmp=$(mktemp -d)
@@ -36,7 +38,7 @@ for shape in $SHAPES; do
     OMP_NUM_THREADS=2 ./train_gpt2 "${COMMON[@]}" -b "$B" -t "$T" > "$tmp/one.out" 2>&1 || { echo "1 x 2 failed: $(tail -n 1 "$tmp/one.out")"; exit 1; }
     read -r ms1 tok1 _ <<< "$(stats "$tmp/one.out")"
     printf "%-10s %-16s %10s %10s %10s %10s %8s %11s\n" "${B}x${T}" "1 rank x 2 thr" "$ms1" "$tok1" "-" "-" "-" "-"
-    for z in 0 1; do
+    for z in $ZERO_STAGES; do
         "${MPIRUN[@]}" ./train_gpt2 "${COMMON[@]}" -b "$B" -t "$T" -z $z > "$tmp/two.out" 2>&1 || { echo "2 x 1 failed: $(tail -n 3 "$tmp/two.out")"; exit 1; }
         read -r ms2 tok2 comm2 wait2 <<< "$(stats "$tmp/two.out")"
         xfer=$(awk -v c="$comm2" -v w="$wait2" 'BEGIN { printf "%.1f", c - w }')
