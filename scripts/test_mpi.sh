@@ -27,7 +27,9 @@ $PY scripts/gpt2_reference.py --layers 2 --heads 4 --channels 64 --max-seq-len 6
 model=$tmp/ref/model.bin
 # weight decay on, so that a shard applying the wrong tensor's decay shows
 TRAIN=(-e $model -i "$data/synth_train_*" -j "$data/synth_val_*" -b 4 -t 32 -v 5 -m 6 -s 0 -l 1e-3 -c 0.1)
-MPIRUN=(timeout 120 mpirun -q --allow-run-as-root --oversubscribe --mca btl self,tcp)
+# TCP over the loopback interface: the path between hosts, without needing a network
+MPIRUN=(timeout 120 mpirun -q --allow-run-as-root --oversubscribe --mca btl self,tcp
+        --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
 single() { ./train_gpt2 "${TRAIN[@]}" "$@"; }
 ranks() { local n=$1; shift; "${MPIRUN[@]}" -np "$n" ./train_gpt2 "${TRAIN[@]}" "$@"; }
 losses() { grep -E ' (trl|tel):' "$1" | sed 's/ lr:.*//'; }           # "s:N trl:L" / "s:N tel:L" lines
