@@ -66,6 +66,13 @@ static int zero_int_count(size_t n) {
 }
 #endif
 
+static void zero_finalize(void) {
+#ifdef USE_MPI
+    int finalized = 0;
+    if (zero.mpi && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) { MPI_Finalize(); }
+#endif
+}
+
 // Called first thing in main. Under mpirun: MPI_Init, rank and size; without it (no
 // launcher in the environment), one rank of one and MPI is never touched.
 static void zero_init(int *argc, char ***argv) {
@@ -75,6 +82,7 @@ static void zero_init(int *argc, char ***argv) {
     }
     if (MPI_Init(argc, argv) != MPI_SUCCESS) { die("MPI_Init failed"); }
     zero.mpi = 1;
+    atexit(zero_finalize);  // a normal exit (-h, the end) finalizes; errors abort instead
     MPI_Comm_rank(MPI_COMM_WORLD, &zero.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &zero.size);
     if (zero.size > 1) {
@@ -89,11 +97,6 @@ static void zero_init(int *argc, char ***argv) {
 #endif
 }
 
-static void zero_finalize(void) {
-#ifdef USE_MPI
-    if (zero.mpi) { MPI_Finalize(); }
-#endif
-}
 
 static void zero_barrier(void) {
 #ifdef USE_MPI
