@@ -27,6 +27,18 @@ ifneq ($(NO_OMP),1)
   endif
 endif
 
+# MPI (data-parallel training, llmc/zero.h): train_gpt2 is built with mpicc and
+# -DUSE_MPI when mpicc is found (NO_MPI=1: never); the same sources build without it.
+ifneq ($(NO_MPI),1)
+  MPICC := $(shell command -v mpicc 2>/dev/null)
+endif
+ifneq ($(MPICC),)
+  TRAIN_CC = OMPI_CC=$(CC) $(MPICC)
+  TRAIN_CFLAGS = -DUSE_MPI
+else
+  TRAIN_CC = $(CC)
+endif
+
 PROGRAMS = train_gpt2 test_gpt2
 PROGRAMS += eval  # loss, perplexity and HellaSwag of a model, without training
 HEADERS = $(wildcard llmc/*.h)
@@ -34,12 +46,12 @@ HEADERS = $(wildcard llmc/*.h)
 # (Defined before `all`, whose prerequisites are expanded where the rule is read.)
 TOOLS = tokenize prepare_data
 
-.PHONY: all test clean data bench bench-tokenizer profile setup train soak
+.PHONY: all test clean data bench bench-mpi bench-tokenizer profile setup train soak
 
 all: $(PROGRAMS) $(TOOLS)
 
 train_gpt2: train_gpt2.c $(HEADERS)
-	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_CFLAGS) $< -o $@ $(LDLIBS)
 
 test_gpt2: test_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
@@ -64,6 +76,10 @@ data: prepare_data
 bench: train_gpt2
 	$(MAKE) -C dev/cpu fma_peak
 	bash scripts/bench.sh
+
+# Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench_mpi.sh).
+bench-mpi: train_gpt2
+	bash scripts/bench_mpi.sh
 
 # perf's view of a few GPT-2 124M steps: a build with symbols and frame pointers
 # (kernels kept out of line so each shows under its own name), recorded after the

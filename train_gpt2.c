@@ -35,6 +35,7 @@ DIR/lock keeps a second run out of DIR (llmc/runctl.h).
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
 #include "llmc/utils.h"
+#include "llmc/zero.h"
 
 // ----------------------------------------------------------------------------
 // command line
@@ -67,6 +68,7 @@ typedef struct {
     int profile;                  // --profile
     int eval_every;               // --eval-every: HellaSwag every N steps, 0: never
     const char *eval_file;        // --eval-file
+    int zero_stage;               // -z
 } TrainArgs;
 
 static void print_usage(FILE *out) {
@@ -83,7 +85,7 @@ static void print_usage(FILE *out) {
         "optimization\n"
         "  -b N        micro-batch size B          default 4\n"
         "  -t N        sequence length T           default 64\n"
-        "  -d N        tokens per step (B*T times the accumulation steps), -1 = B*T   default -1\n"
+        "  -d N        tokens per step (ranks*B*T times the accumulation steps), -1 = ranks*B*T   default -1\n"
         "  -l LR       peak learning rate          default 3e-4\n"
         "  -u N        warmup steps (linear)       default 0\n"
         "  -k NAME     decay after warmup: cosine|linear|constant   default cosine\n"
@@ -92,6 +94,7 @@ static void print_usage(FILE *out) {
         "  --grad-clip F   clip the global gradient norm to F, 0 = off   default 1.0\n"
         "  -x N        steps, -1 = one epoch       default -1\n"
         "  --max-skips K   stop after K steps in a row with a non-finite loss or norm   default 5\n"
+        "  -z 0|1      ZeRO stage under mpirun: 1 = each rank keeps its shard of AdamW's m and v   default 0\n"
         "evaluation, samples, checkpoints\n"
         "  -v N        validate every N steps and at the end, 0 = never   default 20\n"
         "  -m N        validation batches          default 20\n"
@@ -106,7 +109,7 @@ static void print_usage(FILE *out) {
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
         "  --profile 0|1   print where the time of each step goes, kernel by kernel   default 0\n"
         "  -h          this help\n"
-        "Threads: OMP_NUM_THREADS (default: all cores).\n");
+        "Threads: OMP_NUM_THREADS (default: all cores). Data-parallel: mpirun -np N ./train_gpt2 ...\n");
 }
 
 __attribute__((noreturn, format(printf, 2, 3)))
@@ -114,12 +117,12 @@ static void usage_error(const char *flag, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fflush(stdout);
-    fprintf(stderr, "error: %s: ", flag);
+    fprintf(stderr, "error: %s%s: ", die_rank_label, flag);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
     print_usage(stderr);
-    exit(2);
+    exit_job(2);
 }
 
 static long parse_long(const char *flag, const char *s, long lo, long hi) {
@@ -192,6 +195,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--eval-file") == 0) { a->eval_file = val; }
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
+        else if (strcmp(flag, "-z") == 0) { a->zero_stage = (int)parse_long(flag, val, 0, 1); }
         else { usage_error(flag, "unknown flag"); }
     }
     if (a->max_steps == 0) { usage_error("-x", "0 steps: use -1 for one epoch or a positive count"); }
@@ -202,6 +206,10 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
     }
     if (a->eval_every > 0 && a->eval_file == NULL) { usage_error("--eval-every", "needs --eval-file FILE"); }
     if (a->eval_file != NULL && a->eval_every == 0) { usage_error("--eval-file", "needs --eval-every N"); }
+    if (a->total_batch > 0 && a->total_batch % (bt * zero.size) != 0) {
+        usage_error("-d", "%ld tokens per step is not a multiple of ranks*B*T = %d*%d*%d = %ld", a->total_batch,
+                    zero.size, a->B, a->T, bt * zero.size);
+    }
     if (a->resume && a->output_dir == NULL) { usage_error("-y", "resuming needs the run's directory (-o DIR)"); }
     if (a->checkpoint_every > 0 && a->output_dir == NULL) { usage_error("-n", "checkpoints need an output directory (-o DIR)"); }
 }
@@ -261,15 +269,34 @@ static void make_dir(const char *dir) {
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { die("-o %s: not a directory", dir); }
 }
 
-// The mean loss over the first n batches of the validation shards.
+// The mean loss over the first n batches of the validation shards. With N ranks,
+// rank r evaluates batches r, r+N, r+2N, ... and the sums are added.
 static float validation_loss(GPT2 *model, DataLoader *val, int n) {
     dataloader_reset(val);
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
+        if (i % zero.size != zero.rank) { continue; }
         sum += gpt2_forward(model, val->inputs, val->targets, val->B, val->T);
     }
+    zero_allreduce_f64(&sum, 1, ZERO_SUM);
     return (float)(sum / n);
+}
+
+// The next micro-batch of this rank. The global order of micro-batches is the data
+// order; of every N in a row, rank r trains on the r-th: loader sits at the same global
+// position on every rank, and the tokens of a step do not depend on N. Reads all N
+// (a batch is a few KB) and returns 1 if one of them began a new epoch.
+static int next_rank_batch(DataLoader *loader, int *inputs, int *targets) {
+    int new_epoch = 0;
+    for (int r = 0; r < zero.size; r++) {
+        new_epoch |= dataloader_next_batch(loader);
+        if (r == zero.rank && zero.size > 1) {
+            memcpy(inputs, loader->inputs, (size_t)loader->B * loader->T * sizeof(int));
+            memcpy(targets, loader->targets, (size_t)loader->B * loader->T * sizeof(int));
+        }
+    }
+    return new_epoch;
 }
 
 // Generates n tokens after the end-of-text token and prints them. The context
@@ -395,6 +422,7 @@ static void print_profile(const Profile *p, double step_ms) {
 // ----------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
+    zero_init(&argc, &argv);
     TrainArgs args;
     parse_args(&args, argc, argv);
     runctl_install_signal_handlers();  // from here on, SIGINT/SIGTERM stop at the first step boundary
@@ -422,7 +450,7 @@ int main(int argc, char **argv) {
     }
     Tokenizer tokenizer = {0};
     int eot = 0;
-    if (args.sample_every > 0) {
+    if (args.sample_every > 0 && zero.rank == 0) {  // only rank 0 samples
         char path[PATH_MAX];
         if (args.tokenizer_path != NULL) { snprintf(path, sizeof(path), "%s", args.tokenizer_path); }
         else { default_tokenizer_path(args.train_pattern, path, sizeof(path)); }
@@ -441,7 +469,9 @@ int main(int argc, char **argv) {
         hellaswag_check_fits(&hellaswag, args.eval_file, &config, args.T);
     }
     const int tokens_per_micro = args.B * args.T;
-    const int accum = args.total_batch > 0 ? (int)(args.total_batch / tokens_per_micro) : 1;
+    // accum: micro-batches per step over all ranks; each rank does accum / ranks of them
+    const int accum = args.total_batch > 0 ? (int)(args.total_batch / tokens_per_micro) : zero.size;
+    const int rank_accum = accum / zero.size;
     int max_steps = args.max_steps;
     if (max_steps < 0) {
         max_steps = (int)(train_loader.batches_per_epoch / (size_t)accum);
@@ -449,30 +479,54 @@ int main(int argc, char **argv) {
     }
     RunLog log = {.fd = -1};
     char log_path[PATH_MAX];
-    if (args.output_dir != NULL) {
+    if (args.output_dir != NULL && zero.rank == 0) {
         make_dir(args.output_dir);
         runctl_lock_dir(args.output_dir);  // one run per directory, before anything in it is read or written
         runctl_remove_stale_tmp(args.output_dir);
         snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
     }
 
+    // rank 0 initializes, loads or resumes the model, and hands it to the others
     GPT2 model;
-    gpt2_create(&model, &config, args.B, args.T, args.model);
-    TrainState state = initial_state(&args, &config, accum, max_steps);
-    int resumed = args.resume && resume_from(args.output_dir, &model, &state);
-    if (!resumed) {
-        if (from_scratch) { gpt2_init_params(&model, args.seed); }
-        else { gpt2_load_params(&model, args.model); }
+    ZeroOptimizer opt;
+    size_t adamw_floats = zero_optimizer_init(&opt, &config, args.zero_stage);
+    gpt2_create_sharded(&model, &config, args.B, args.T, args.model, args.zero_stage ? adamw_floats : 0);
+    if (zero.size > 1) {
+        char b1[32], b2[32];
+        printf("ranks: %d, ZeRO stage %d: AdamW m+v %s per rank (%zu bytes), the model arena %s per rank\n",
+               zero.size, args.zero_stage, human_bytes(adamw_floats * 8.0, b1), adamw_floats * 8,
+               human_bytes(model.arena_bytes, b2));
     }
+    TrainState state = initial_state(&args, &config, accum, max_steps);
+    const long job[] = {args.zero_stage, args.val_every, args.val_batches, args.checkpoint_every, args.resume,
+                        (long)train_loader.batches_per_epoch, train_loader.num_shards};
+    zero_check_same(&state, sizeof(state), "the model, batch or optimizer settings");
+    zero_check_same(job, sizeof(job), "-z, -v, -m, -n, -y or the training data");
+    GPT2 whole_view;  // under -z 1, rank 0 resumes m and v whole into this view, then scatters them
+    float *whole_buffer = NULL;
+    GPT2 *whole = args.resume ? zero_whole_state_view(&opt, &model, &whole_view, &whole_buffer) : &model;
+    int resumed = 0;
+    if (zero.rank == 0) {
+        resumed = args.resume && resume_from(args.output_dir, whole, &state);
+        if (!resumed) {
+            if (from_scratch) { gpt2_init_params(&model, args.seed); }
+            else { gpt2_load_params(&model, args.model); }
+        }
+    }
+    zero_distribute_model(&opt, &model, whole, whole_buffer, &state, &resumed);
     dataloader_seek(&train_loader, state.data);
-    if (args.output_dir != NULL) { runlog_open(&log, log_path); }
+    if (args.output_dir != NULL && zero.rank == 0) { runlog_open(&log, log_path); }
     Schedule schedule = {(ScheduleKind)args.schedule, args.learning_rate, args.warmup_steps, max_steps,
                          args.final_fraction};
-    printf("threads: %d | B=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
-           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), args.B, args.T, accum,
-           accum > 1 ? "s" : "", accum * tokens_per_micro, max_steps, train_loader.num_shards,
+    char ranks[32] = "";
+    if (zero.size > 1) { snprintf(ranks, sizeof(ranks), "%d ranks x ", zero.size); }
+    printf("threads: %d | %sB=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
+           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), ranks, args.B, args.T, rank_accum,
+           rank_accum > 1 ? "s" : "", accum * tokens_per_micro, max_steps, train_loader.num_shards,
            train_loader.batches_per_epoch);
 
+    int *rank_inputs = malloc_or_die((size_t)tokens_per_micro * sizeof(int), "micro-batch");
+    int *rank_targets = malloc_or_die((size_t)tokens_per_micro * sizeof(int), "micro-batch");
     int *gen_tokens = malloc_or_die(((size_t)args.gen_tokens + 1) * sizeof(int), "sample tokens");
     float *sample_scratch = malloc_or_die((size_t)config.vocab_size * sizeof(float), "sampler");
     int *eval_tokens = args.eval_every > 0 ? malloc_or_die(2 * (size_t)tokens_per_micro * sizeof(int), "eval") : NULL;
@@ -496,13 +550,16 @@ int main(int argc, char **argv) {
                    (double)r.correct / r.num_examples, r.num_examples);
             runlog_printf(&log, "s:%d eval:%.4f\n", step, acc_norm);
         }
-        if (!just_resumed && args.sample_every > 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
+        if (!just_resumed && args.sample_every > 0 && zero.rank == 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
             generate_sample(&model, &tokenizer, gen_tokens, args.gen_tokens, eot, args.temperature,
                             args.top_k, &state.sample_rng, sample_scratch);
         }
         // a stop signal (during the step before, or this step's validation or sample) is
         // honoured here, at the step boundary: a checkpoint when there is -o, then the end
-        const int stop_signal = last_step ? 0 : runctl_stop_requested();
+        // (all ranks take the same decision: any rank's signal stops them all)
+        double signal_seen = last_step ? 0 : runctl_stop_requested();
+        zero_allreduce_f64(&signal_seen, 1, ZERO_MAX);
+        const int stop_signal = (int)signal_seen;
         if (!just_resumed && ((args.checkpoint_every > 0 &&
             ((step > 0 && step % args.checkpoint_every == 0) || last_step)) || (stop_signal && args.output_dir != NULL))) {
             char model_path[PATH_MAX], state_path[PATH_MAX];
@@ -510,9 +567,9 @@ int main(int argc, char **argv) {
             state.step = step;
             state.data = train_loader.pos;
             size_t kill_after = step == faults.kill_checkpoint_step ? model.num_parameters * 2 : 0;
-            write_model_checkpoint(&model, model_path, kill_after);
-            write_state_checkpoint(&model, &state, state_path, 0);
-            if (args.keep > 0) { prune_checkpoints(args.output_dir, args.keep); }
+            if (zero.rank == 0) { write_model_checkpoint(&model, model_path, kill_after); }
+            zero_write_state_checkpoint(&opt, &model, &state, state_path);  // rank 0 writes
+            if (args.keep > 0 && zero.rank == 0) { prune_checkpoints(args.output_dir, args.keep); }
             printf("step %d: checkpoint %s\n", step, model_path);
         }
         if (stop_signal) {
@@ -524,28 +581,33 @@ int main(int argc, char **argv) {
 
         if (step == first_step + 1) { perf_enable_events(); }
         // one optimizer step over `accum` micro-batches
-        double t0 = now_seconds();
+        double t0 = now_seconds(), comm0 = zero.comm_seconds, wait0 = zero.wait_seconds;
         profile_start(&model.profile);
         gpt2_zero_grad(&model);
         double loss = 0.0;
-        for (int micro = 0; micro < accum; micro++) {
-            if (dataloader_next_batch(&train_loader)) {
+        const int *inputs = zero.size > 1 ? rank_inputs : train_loader.inputs;
+        const int *targets = zero.size > 1 ? rank_targets : train_loader.targets;
+        for (int micro = 0; micro < rank_accum; micro++) {
+            if (next_rank_batch(&train_loader, rank_inputs, rank_targets)) {
                 printf("epoch %d begins%s\n", train_loader.pos.epoch + 1,
                        args.shuffle ? " (shards and batches reshuffled)" : "");
             }
             profile_lap(&model.profile, PROF_DATA, FWD);
-            loss += gpt2_forward_backward(&model, train_loader.inputs, train_loader.targets, args.B, args.T,
-                                          1.0f / accum);
+            loss += gpt2_forward_backward(&model, inputs, targets, args.B, args.T, 1.0f / accum);
         }
+        zero_allreduce_f64(&loss, 1, ZERO_SUM);  // the global mean loss on every rank
         loss /= accum;
         if (step == faults.nan_loss_step) { loss = NAN; }
-        float norm = gpt2_grad_norm(&model);
+        zero_sync_gradients(&opt, &model);
+        float norm = zero_grad_norm(&opt, &model);
         profile_lap(&model.profile, PROF_GRAD_NORM, FWD);
         float lr = schedule_lr(&schedule, step);
         if (!isfinite(loss) || !isfinite(norm)) {
             state.consecutive_skips++;
-            fprintf(stderr, "warning: step %d: non-finite loss (%g) or gradient norm (%g); update skipped (%d in a row)\n",
-                    step + 1, loss, norm, state.consecutive_skips);
+            if (zero.rank == 0) {
+                fprintf(stderr, "warning: step %d: non-finite loss (%g) or gradient norm (%g); update skipped (%d in a row)\n",
+                        step + 1, loss, norm, state.consecutive_skips);
+            }
             if (state.consecutive_skips >= args.max_skips) {
                 die("%d steps in a row had a non-finite loss or gradient norm; stopping at step %d "
                     "(checkpoints in %s are intact)", state.consecutive_skips, step + 1,
@@ -554,13 +616,17 @@ int main(int argc, char **argv) {
         } else {
             state.consecutive_skips = 0;
             float grad_scale = args.grad_clip > 0.0f && norm > args.grad_clip ? args.grad_clip / norm : 1.0f;
-            gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_scale, step + 1);
+            zero_update(&opt, &model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_scale, step + 1);
             profile_lap(&model.profile, PROF_ADAMW, FWD);
         }
         double ms = (now_seconds() - t0) * 1e3;
         double tok_per_s = (double)accum * tokens_per_micro / (ms / 1e3);
-        printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps,
+        printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, max_steps,
                loss, norm, lr, ms, tok_per_s);
+        if (zero.size > 1) {  // time in collectives, of which waiting for the slowest rank
+            printf(" | comm %.1f ms (wait %.1f)", (zero.comm_seconds - comm0) * 1e3, (zero.wait_seconds - wait0) * 1e3);
+        }
+        printf("\n");
         if (args.profile) { print_profile(&model.profile, ms); }
         runlog_printf(&log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss, lr, norm, ms,
                       tok_per_s);
@@ -570,12 +636,15 @@ int main(int argc, char **argv) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     printf("peak RSS: %.1f MiB\n", usage.ru_maxrss / 1024.0);
+    free(rank_inputs);
+    free(rank_targets);
     free(gen_tokens);
     free(sample_scratch);
-    if (args.sample_every > 0) { tokenizer_free(&tokenizer); }
+    if (args.sample_every > 0 && zero.rank == 0) { tokenizer_free(&tokenizer); }
     dataloader_free(&train_loader);
     if (args.val_every > 0) { dataloader_free(&val_loader); }
     if (args.eval_every > 0) { hellaswag_free(&hellaswag); free(eval_tokens); }
     gpt2_free(&model);
+    zero_finalize();
     return 0;
 }

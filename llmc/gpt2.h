@@ -264,7 +264,10 @@ static const char *human_bytes(double bytes, char buf[32]) {
 
 // Allocates the arena for config and activations of up to (B, T), and zeroes
 // the gradients and AdamW state. Parameters are then loaded or initialized.
-static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {
+// adamw_floats: 0, or the size of a shard of the flat m and v that is all this
+// process keeps (ZeRO-1, llmc/zero.h); m and v then have only m_memory, v_memory.
+static void gpt2_create_sharded(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
+                                size_t adamw_floats) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
     if (B < 1) { die("batch size B=%d must be at least 1", B); }
@@ -285,22 +288,26 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     size_t acts_floats = point_tensors(NULL, model->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
     model->num_activations = acts_floats;
     model->params_span = params_floats;
-    model->arena_bytes = (4 * params_floats + acts_floats) * sizeof(float);
+    const int sharded = adamw_floats > 0 && adamw_floats < params_floats;
+    const size_t mv_floats = sharded ? (adamw_floats + 15) / 16 * 16 : params_floats;
+    model->arena_bytes = (2 * params_floats + 2 * mv_floats + acts_floats) * sizeof(float);
     model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
     gemm_init();  // the matmuls' packing buffers, once
     float *p = model->arena;
     model->params_memory = p; p += params_floats;
     model->grads_memory = p;  p += params_floats;
-    model->m_memory = p;      p += params_floats;
-    model->v_memory = p;      p += params_floats;
+    model->m_memory = p;      p += mv_floats;
+    model->v_memory = p;      p += mv_floats;
     point_tensors((float **)&model->params, model->param_sizes, NUM_PARAMETER_TENSORS, model->params_memory);
     point_tensors((float **)&model->grads, model->param_sizes, NUM_PARAMETER_TENSORS, model->grads_memory);
-    point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
-    point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
+    if (!sharded) {
+        point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
+        point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
+    }
     point_tensors((float **)&model->acts, model->act_sizes, NUM_ACTIVATION_TENSORS, p);
     // zero the padding between tensors too: the whole of params, grads, m and v; and first
     // touch every page of the arena now, on all threads (page faults are most of the cost)
-    const size_t arena_floats = 4 * params_floats + acts_floats, zero_block = (size_t)1 << 20;
+    const size_t arena_floats = 2 * params_floats + 2 * mv_floats + acts_floats, zero_block = (size_t)1 << 20;
     #pragma omp parallel for schedule(static)
     for (long long b = 0; b < (long long)((arena_floats + zero_block - 1) / zero_block); b++) {
         const size_t i0 = (size_t)b * zero_block;
@@ -314,7 +321,11 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
            config->padded_vocab_size, nparams);
     printf("memory: parameters %s, gradients %s, AdamW m+v %s, activations %s (B=%d, T=%d)\n",
            human_bytes(params_floats * 4.0, b1), human_bytes(params_floats * 4.0, b2),
-           human_bytes(params_floats * 8.0, b3), human_bytes(acts_floats * 4.0, b4), B, T);
+           human_bytes(mv_floats * 8.0, b3), human_bytes(acts_floats * 4.0, b4), B, T);
+}
+
+static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {
+    gpt2_create_sharded(model, config, B, T, source, 0);
 }
 
 static void gpt2_free(GPT2 *model) {

@@ -15,16 +15,27 @@ callers read straight-line code.
 #include <string.h>
 #include <time.h>
 
+// Set by a distributed run (llmc/zero.h): errors name this process's rank, and
+// exiting ends every process of the job (MPI_Abort), so that no rank waits forever.
+static char die_rank_label[32];          // "rank 1: ", or empty
+static void (*die_exit_hook)(int code);  // NULL: plain exit
+
+__attribute__((noreturn))
+static void exit_job(int code) {
+    if (die_exit_hook != NULL) { die_exit_hook(code); }
+    exit(code);
+}
+
 __attribute__((noreturn, format(printf, 1, 2)))
 static void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fflush(stdout);
-    fputs("error: ", stderr);
+    fprintf(stderr, "error: %s", die_rank_label);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    exit(1);
+    exit_job(1);
 }
 
 static FILE *fopen_or_die(const char *path, const char *mode) {

@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 # reference. python3-regex, unicode-data, nodejs, npm: the tokenizer's references
 # and table check. libopenblas-dev: the yardstick of dev/cpu. gnuplot-nox: loss
 # plots. linux-perf: make profile. curl: downloads when no local copy is given.
+# openmpi-bin, libopenmpi-dev: data-parallel training (mpirun, mpicc); iproute2: the
+# two-host test's network namespaces.
 PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
-          libopenblas-dev gnuplot-nox linux-perf curl"
+          libopenblas-dev gnuplot-nox linux-perf curl openmpi-bin libopenmpi-dev iproute2"
 PACKAGES="$PACKAGES libgoogle-perftools4"  # tcmalloc, preloaded into make bench's PyTorch
 command -v node > /dev/null || PACKAGES="$PACKAGES nodejs"
 command -v npm > /dev/null || PACKAGES="$PACKAGES npm"
