@@ -31,7 +31,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t b = 0; b < batches; b++) {
         int rc = dataloader_try_next_batch(&loader, err, sizeof(err));
         if (rc < 0) {
+            // only a token outside the vocabulary in this batch's slot fails it
             fuzz_check(strstr(err, "outside the vocabulary") != NULL, "only a bad token fails a batch: %s", err);
+            size_t offset = loader.slot_order[loader.pos.slot_pos] * n;
+            int bad = 0;
+            for (size_t i = 0; i < n + 1; i++) {
+                const uint8_t *t = shard + 1024 + (offset + i) * 2;
+                bad |= (t[0] | t[1] << 8) >= vocab;
+            }
+            fuzz_check(bad, "a batch failed for a bad token its slot does not have");
             break;
         }
         fuzz_check(rc == (b > 0 && b % loader.batches_per_epoch == 0), "a new epoch after each epoch's batches");

@@ -24,6 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (gpt2_try_load_params(&model, path, err, sizeof(err)) == 0) {
         fuzz_check(size == 1024 + nparams * sizeof(float), "a loaded model file has exactly its parameters' size");
         fuzz_check(memcmp(model.params_memory, data + 1024, sizeof(float) * sizes[0]) == 0, "wte as in the file");
+        int mark, stored;
+        memcpy(&mark, data + 8 * 4, 4);
+        memcpy(&stored, data + 9 * 4, 4);
+        fuzz_check(mark != CHECKPOINT_CRC_MARK || (uint32_t)stored == (uint32_t)crc32(0L, data + 1024, (uInt)(size - 1024)),
+                   "a model file with a CRC loads only when the CRC matches");
     } else {
         fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
     }

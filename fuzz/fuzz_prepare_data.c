@@ -11,10 +11,12 @@
 
 static BPETokenizer tok;
 static BPECache cache;
+static TextEncoder enc;  // made once (its caches are megabytes); each input sets its block size
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     bpe_load(&tok, fuzz_vocab_dir());
     bpe_cache_init(&cache);
+    text_encoder_init(&enc, &tok, 2, 1, 0);
     return 0;
 }
 
@@ -59,20 +61,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     // plain bytes that start like gzip are read as gzip: no known text then
     int known = compress || n < 2 || !(text[0] == 0x1f && text[1] == 0x8b);
-    TextEncoder enc;
-    text_encoder_init(&enc, &tok, 2, block, split);
+    enc.step = block * (size_t)enc.n_threads;  // as text_encoder_init(&enc, &tok, 2, block, split) sets them
+    enc.split_blank_lines = split;
     TokenVec got = {0};
     TokenSink sink = {collect, NULL, NULL, &got};
     char err[4096 + 256];
     long bytes = text_input_try_encode(&enc, path, &sink, err, sizeof(err));
-    text_encoder_free(&enc);
     if (bytes < 0) {
         fuzz_check(!known, "a readable input fails: %s", err);
         fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
     } else if (known) {
         fuzz_check((size_t)bytes == n, "every byte read");
         TokenVec want = {0};
-        bpe_cache_clear(&cache);
         size_t start = 0;
         for (;;) {  // a document ends after each "\n\n" (with split): Python's str.split
             size_t end = n;

@@ -66,7 +66,8 @@ put("bpe_load", "unordered", enc_json + SEP + b"#version: 0.2\n" + b"\n".join(re
 
 for name, text in [("ascii", b"Hello world! It's 2024, isn't it?\n\nYes."), ("unicode", "naïve café 東京 🙂 ١٢٣".encode()),
                    ("spaces", b"a  b\t\t c \n\n\n  d   "), ("invalid_utf8", b"\xff\xfe\xc3\x28\xe2\x82 \xed\xa0\x80x\xf4\x90\x80\x80"),
-                   ("contractions", b"we'll they're I'm you've he'd 'S 'LL"), ("nel_bom", "a\u0085b\ufeffc".encode())]:
+                   ("contractions", b"we'll they're I'm you've he'd 'S 'LL"), ("nel_bom", "a\u0085b\ufeffc".encode()),
+                   ("repeats", b"aaaaaaa eeeeee llllll ssssssss 000000 !!!!!! ......")]:
     put("bpe_encode", name, text)
     put("prepare_data", name, bytes([0x10 | 2]) + text)
     put("prepare_data", name + "_gz", bytes([0x04 | 1]) + text)

@@ -21,10 +21,10 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=0
 for h in "${harnesses[@]}"; do
-    bin=build/fuzz/fuzz_$h
+    bin=${FUZZ_BIN_DIR:-build/fuzz}/fuzz_$h
     if [ ! -x "$bin" ]; then fail "fuzz $h" "$bin not built (make fuzzers)"; failed=1; continue; fi
     mkdir -p "build/fuzz/corpus/$h" "fuzz/crashes/$h"
-    log=build/fuzz/$h.log
+    log=${FUZZ_LOG_DIR:-build/fuzz}/$h.log
     # the committed inputs, once each
     inputs=()
     for d in "fuzz/corpus/$h" "fuzz/regressions/$h"; do
