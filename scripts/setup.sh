@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 # reference. python3-regex, unicode-data, nodejs, npm: the tokenizer's references
 # and table check. libopenblas-dev: the yardstick of dev/cpu. gnuplot-nox: loss
 # plots. linux-perf: make profile. curl: downloads when no local copy is given.
+# clang, libclang-rt-14-dev: the libFuzzer harnesses (make fuzz).
 PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
-          libopenblas-dev gnuplot-nox linux-perf curl"
+          libopenblas-dev gnuplot-nox linux-perf curl clang libclang-rt-14-dev"
 command -v node > /dev/null || PACKAGES="$PACKAGES nodejs"
 command -v npm > /dev/null || PACKAGES="$PACKAGES npm"
 missing=""
