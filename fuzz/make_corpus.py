@@ -80,6 +80,11 @@ put("prepare_data", "truncated_gzip", bytes([2]) + gzbytes[:-6])
 put("bpe_decode", "ids", struct.pack("<8H", 15496, 995, 11, 50256, 0, 255, 50257, 65535))
 put("bpe_decode", "split_char", struct.pack("<4H", 163, 226, 94, 120))
 
+put("decode_ids", "valid", b"15496 995 11\n50256\n0 255\r\n")
+put("decode_ids", "bad_word", b"15496 99x5\n")
+put("decode_ids", "outside", b"50257\n")
+put("decode_ids", "overflow", b"1\n\n 4294967296 3")
+
 # --- models: L=1 NH=1 C=4 maxT=4 V=8 Vp=8
 def nparams(maxT, V, L, NH, C, Vp):
     return Vp * C + maxT * C + L * (C + C + 3 * C * C + 3 * C + C * C + C + C + C + 4 * C * C + 4 * C + 4 * C * C + C) + C + C

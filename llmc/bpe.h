@@ -562,6 +562,53 @@ static inline const uint8_t *bpe_token_bytes(const BPETokenizer *t, uint32_t id,
     return t->token_bytes + t->token_offset[id];
 }
 
+// Decodes token ids written as text (tokenize --decode's input): non-negative
+// decimal numbers separated by whitespace. emit(ctx, bytes, n) gets each token's
+// bytes in order. Returns 0, or -1 with a one-line message naming path and the line
+// in err (a malformed number or an id outside the vocabulary; the bytes before it
+// were emitted).
+static int bpe_try_decode_id_text(const BPETokenizer *t, const uint8_t *text, size_t size, const char *path,
+                                  void (*emit)(void *ctx, const uint8_t *bytes, size_t n), void *ctx,
+                                  char *err, size_t errlen) {
+    size_t line = 1;
+    for (size_t i = 0; i < size;) {
+        if (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n') {
+            if (text[i] == '\n') { line++; }
+            i++;
+            continue;
+        }
+        size_t start = i;
+        uint64_t id = 0;
+        while (i < size && text[i] >= '0' && text[i] <= '9') {
+            id = id * 10 + (uint64_t)(text[i] - '0');
+            if (id > UINT32_MAX) { break; }
+            i++;
+        }
+        int ends_ok = i == size || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n';
+        if (i == start || !ends_ok) {
+            // quote at most 20 bytes of it, control bytes as '?', so the message stays one line
+            char found[21];
+            size_t n = 0;
+            for (size_t k = start; k < size && k <= i && n < 20; k++) {
+                found[n++] = text[k] < 0x20 || text[k] == 0x7f ? '?' : (char)text[k];
+            }
+            found[n] = '\0';
+            snprintf(err, errlen, "%s: line %zu: expected a token id (a non-negative integer), found \"%s\"", path, line,
+                     found);
+            return -1;
+        }
+        if (id >= (uint64_t)t->vocab_size) {
+            snprintf(err, errlen, "%s: line %zu: token id %llu is outside the vocabulary (0..%d)", path, line,
+                     (unsigned long long)id, t->vocab_size - 1);
+            return -1;
+        }
+        size_t len;
+        const uint8_t *bytes = bpe_token_bytes(t, (uint32_t)id, &len);
+        emit(ctx, bytes, len);
+    }
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 // pre-tokenization
 

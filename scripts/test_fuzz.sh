@@ -55,3 +55,5 @@ mutant "BPE heap merge choosing the right pair of equal rank first" bpe_encode b
     's/static inline int bpe_heap_less(const BPEHeapEntry \*a, const BPEHeapEntry \*b) {/&\n    if (a->rank == b->rank) { return a->pos > b->pos; }/'
 mutant "model loader skipping its CRC check" model gpt2.h \
     's/if (rc == 0 \&\& header\[8\] == CHECKPOINT_CRC_MARK \&\&/if (rc == 0 \&\& 0 \&\&/'
+mutant "tokenize --decode without its vocabulary check" decode_ids bpe.h \
+    's/if (id >= (uint64_t)t->vocab_size) {/if (id > (uint64_t)t->vocab_size) {/'
