@@ -97,7 +97,7 @@ clean:
 	rm -rf build
 
 # ----------------------------------------------------------------------------
-# Fuzzing and sanitizers (fuzz/README.md)
+# Fuzzing and sanitizers (README.md, "Fuzzing and sanitizers")
 
 # libFuzzer harnesses, one per input the programs read (fuzz/fuzz_*.c), built with
 # clang into build/fuzz/; `make fuzz` runs each for FUZZ_SECONDS, crash reproducers
