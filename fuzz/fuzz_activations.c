@@ -7,7 +7,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Reference ref = {0};
     char err[4096 + 256];
     if (activations_try_load(&ref, path, err, sizeof(err)) != 0) {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
         fuzz_check(ref.records == NULL, "nothing held after an error");
         return 0;
     }

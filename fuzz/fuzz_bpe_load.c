@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     BPETokenizer t;
     char err[4096 + 256];
     if (bpe_try_load(&t, fuzz_dir(), err, sizeof(err)) != 0) {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
         return 0;
     }
     static const char sample[] = "Hello world, it's 2024!\n\n  x\xff\xc3";

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int header[256];
     char err[4096 + 256];
     if (read_state_header(path, &s, header, err, sizeof(err)) != 0) {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
         return 0;
     }
     // the run's model: the state's own config when it is a valid one (a resume
@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (read_state_tensors(&model, path, header, err, sizeof(err)) == 0) {
         fuzz_check(size == 1024 + 2 * nparams * sizeof(float), "a loaded state has exactly m and v");
     } else {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
     }
     gpt2_free(&model);
     return 0;

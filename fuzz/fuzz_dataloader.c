@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     DataLoader loader;
     char err[4096 + 256];
     if (dataloader_try_init(&loader, pattern, "-i", B, T, vocab, shuffle, 1234, err, sizeof(err)) != 0) {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
         return 0;
     }
     fuzz_check(loader.num_shards == 1 + two, "shard count");

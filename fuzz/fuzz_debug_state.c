@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     DebugState s;
     char err[4096 + 256];
     if (debug_state_try_load(&s, path, &config, "model.bin", err, sizeof(err)) != 0) {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
         return 0;
     }
     size_t N = (size_t)s.B * s.T;

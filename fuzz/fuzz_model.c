@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     GPT2Config config;
     char err[4096 + 256];
     if (gpt2_try_read_config(path, &config, err, sizeof(err)) != 0) {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
         return 0;
     }
     size_t sizes[NUM_PARAMETER_TENSORS], nparams = 0;
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check(mark != CHECKPOINT_CRC_MARK || (uint32_t)stored == (uint32_t)crc32(0L, data + 1024, (uInt)(size - 1024)),
                    "a model file with a CRC loads only when the CRC matches");
     } else {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
     }
     gpt2_free(&model);
     return 0;

@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     long bytes = text_input_try_encode(&enc, path, &sink, err, sizeof(err));
     if (bytes < 0) {
         fuzz_check(!known, "a readable input fails: %s", err);
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
     } else if (known) {
         fuzz_check((size_t)bytes == n, "every byte read");
         TokenVec want = {0};

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Tokenizer tok;
     char err[4096 + 256];
     if (tokenizer_try_init(&tok, path, err, sizeof(err)) != 0) {
-        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message");
+        fuzz_check(err[0] != '\0' && strchr(err, '\n') == NULL, "a one-line error message: [%s]", err);
         return 0;
     }
     size_t pos = 1024;

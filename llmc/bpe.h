@@ -253,7 +253,12 @@ static size_t bpe_json_string(const char *json, size_t size, size_t *pos, const 
                     }
                     break;  // a surrogate is outside the byte alphabet and is rejected below
                 }
-                default: BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: unknown escape '\\%c' at byte %zu", path, e, i - 2);
+                default:  // a control byte is shown as its code: the message stays one line
+                    if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7f) {
+                        BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: unknown escape (backslash, byte 0x%02x) at byte %zu",
+                                        path, (unsigned char)e, i - 2);
+                    }
+                    BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: unknown escape '\\%c' at byte %zu", path, e, i - 2);
             }
         } else if (c < 0x20) {
             BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: control byte 0x%02x inside a string at byte %zu", path, c, i);
