@@ -45,7 +45,7 @@ mutant "dataloader without the vocabulary check" dataloader dataloader.h \
     's/if (loader->buffer\[i\] >= loader->vocab_size) {/if (0) {/'
 mutant "dataloader reading one token short" dataloader dataloader.h \
     's/size_t want = (n + 1) \* sizeof(uint16_t), got = 0;/size_t want = n * sizeof(uint16_t), got = 0;/'
-mutant "tokenizer without the vocab_size-fits-the-file check, reading past its buffer" tokenizer tokenizer.h \
+mutant "tokenizer writing a token's NUL one byte past its buffer" tokenizer tokenizer.h \
     's/tok->token_table\[i\]\[len\] = .\\0.;/tok->token_table[i][len + 1] = 0;/'
 mutant "activations reader without its newline-in-name guard" activations debug_state.h \
     's/if ((unsigned char)\*c < 0x20 || \*c == 0x7f) { \*c = .?.; }//'
