@@ -30,7 +30,7 @@ for h in "${harnesses[@]}"; do
     for d in "fuzz/corpus/$h" "fuzz/regressions/$h"; do
         [ -d "$d" ] && inputs+=("$d")
     done
-    if ! "$bin" -runs=0 -rss_limit_mb=2048 -timeout=20 "${inputs[@]}" > "$log.replay" 2>&1; then
+    if ! "$bin" -runs=0 -rss_limit_mb=2048 -timeout=20 -artifact_prefix="fuzz/crashes/$h/" "${inputs[@]}" > "$log.replay" 2>&1; then
         fail "fuzz $h" "a committed input fails: $(grep -E 'ERROR|property failed|runtime error|Running:' "$log.replay" | tail -n 3 | tr '\n' ' ')"
         failed=1
         continue

@@ -35,7 +35,7 @@ mutant() {
     fi
     local dirs=(fuzz/corpus/$h)
     [ -d fuzz/regressions/$h ] && dirs+=(fuzz/regressions/$h)
-    if "$tmp/m/fuzzer" -runs=0 "${dirs[@]}" > "$tmp/m/run.log" 2>&1; then
+    if "$tmp/m/fuzzer" -runs=0 -artifact_prefix="$tmp/m/" "${dirs[@]}" > "$tmp/m/run.log" 2>&1; then
         fail "mutant: $name" "the harness passed a broken loader"
     else
         pass "mutant: $name is caught ($(grep -m 1 -oE 'property failed: [^(]*|ERROR: [A-Za-z]+: [a-z-]+|runtime error: [a-z ]+' "$tmp/m/run.log"))"
