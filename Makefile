@@ -122,3 +122,40 @@ soak: train_gpt2
 clean:
 	rm -f $(PROGRAMS) $(TOOLS)
 	rm -rf build
+
+# ----------------------------------------------------------------------------
+# Fuzzing and sanitizers (README.md, "Fuzzing and sanitizers")
+
+# libFuzzer harnesses, one per input the programs read (fuzz/fuzz_*.c), built with
+# clang into build/fuzz/; `make fuzz` runs each for FUZZ_SECONDS, crash reproducers
+# go to fuzz/crashes/<harness>/.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=all -Wall -Wno-unused-function -Wno-unused-parameter
+FUZZERS = $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/fuzz_*.c))
+
+build/fuzz/%: fuzz/%.c fuzz/fuzz_common.h $(HEADERS)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $< -o $@ $(LDLIBS)
+
+.PHONY: fuzzers fuzz sanitize
+fuzzers: $(FUZZERS)
+
+fuzz: fuzzers
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh
+
+# make SANITIZE=1: every program built with AddressSanitizer and UBSan (any report
+# is fatal) into build/sanitize/, beside the normal binaries.
+SANITIZE_CFLAGS = $(CFLAGS) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+SANITIZED = $(addprefix build/sanitize/,$(PROGRAMS) $(TOOLS))
+
+build/sanitize/%: %.c $(HEADERS)
+	@mkdir -p build/sanitize
+	$(CC) $(SANITIZE_CFLAGS) $< -o $@ $(LDLIBS)
+
+sanitize: $(SANITIZED)
+
+ifeq ($(SANITIZE),1)
+  .DEFAULT_GOAL := sanitize
+endif

@@ -27,7 +27,6 @@ output file is written as NAME.tmp, synced, and renamed only when complete; on
 any error the temporary file is removed, so no half-written file ever has a
 final name.
 */
-#define _GNU_SOURCE  // memmem
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,12 +41,12 @@ final name.
 #endif
 #include "llmc/utils.h"
 #include "llmc/bpe.h"
+#include "llmc/text_input.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
 #define TOKENIZER_FILE_MAGIC 20240328
 #define TOKENIZER_FILE_VERSION 2
-#define MAX_CARRY_BYTES (64u << 20)  // text without any split point longer than this is cut
 
 // ----------------------------------------------------------------------------
 // temporary files: removed on any exit that did not rename them
@@ -263,31 +262,12 @@ static void make_dirs_or_die(const char *dir) {
     free(p);
 }
 
-static gzFile open_input_or_die(const char *path) {
-    gzFile gz = strcmp(path, "-") == 0 ? gzdopen(dup(0), "rb") : gzopen(path, "rb");
-    if (gz == NULL) { die("%s: cannot open for reading: %s", path, errno ? strerror(errno) : "out of memory"); }
-    gzbuffer(gz, 1 << 18);
-    return gz;
-}
-
-// Reads up to n bytes; 0 only at the end of the input.
-static size_t read_some_or_die(gzFile gz, const char *path, uint8_t *buf, size_t n) {
-    if (n > (1u << 30)) { n = 1u << 30; }
-    int got = gzread(gz, buf, (unsigned)n);
-    int err;
-    const char *msg = gzerror(gz, &err);
-    if (got < 0 || (err != Z_OK && err != Z_BUF_ERROR)) {
-        die("%s: read error: %s", path, err == Z_ERRNO ? strerror(errno) : msg);
-    }
-    if (got == 0 && err == Z_BUF_ERROR) { die("%s: truncated gzip stream", path); }
-    return (size_t)got;
-}
-
 typedef struct {
     double start;
     double last_print;
     long bytes_read;
     int on_terminal;
+    ShardWriter *w;
 } Progress;
 
 static void progress_show(Progress *p, const ShardWriter *w, int final) {
@@ -299,6 +279,15 @@ static void progress_show(Progress *p, const ShardWriter *w, int final) {
     fprintf(stderr, "\r%.1f MB read, %ld tokens, %.1f MB/s   %s", p->bytes_read / 1e6, w->total_tokens,
             p->bytes_read / 1e6 / s, final ? "\n" : "");
     fflush(stderr);
+}
+
+// text_input.h's token sink: the shards, and the progress line.
+static void sink_write(void *ctx, const uint32_t *tokens, size_t n) { shard_write(((Progress *)ctx)->w, tokens, n); }
+static void sink_document(void *ctx) { ((Progress *)ctx)->w->documents++; }
+static void sink_block(void *ctx, size_t bytes) {
+    Progress *p = ctx;
+    p->bytes_read += (long)bytes;
+    progress_show(p, p->w, 0);
 }
 
 static long parse_count_or_die(const char *flag, const char *value, long min, long max) {
@@ -381,10 +370,6 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, on_signal);
     write_tokenizer_file(&tok, outdir);
 
-    BPECache *caches = malloc_or_die((size_t)n_threads * sizeof(BPECache), "caches");
-    TokenVec *parts = calloc((size_t)n_threads, sizeof(TokenVec));
-    if (parts == NULL) { die("out of memory"); }
-    for (int k = 0; k < n_threads; k++) { bpe_cache_init(&caches[k]); }
     ShardWriter *w = calloc(1, sizeof(ShardWriter));
     if (w == NULL) { die("out of memory"); }
     w->outdir = outdir;
@@ -392,81 +377,15 @@ int main(int argc, char **argv) {
     w->val_tokens = val_tokens;
     w->shard_tokens = shard_tokens;
     Progress progress = { .start = now_seconds(), .on_terminal = isatty(2) };
-
-    if ((size_t)block_bytes < bpe_parallel_min_bytes) { bpe_parallel_min_bytes = (size_t)block_bytes; }
-    // The text buffer holds the unencoded tail of the previous block (cut at the last
-    // split point) plus the next block read.
-    size_t step = (size_t)block_bytes * (size_t)n_threads;
-    size_t cap = step + 1024;
-    uint8_t *buf = malloc_or_die(cap, "text buffer");
-    TokenVec tokens = {0};
-    uint32_t eot = (uint32_t)tok.eot_token;
+    progress.w = w;
+    TextEncoder enc;
+    text_encoder_init(&enc, &tok, n_threads, (size_t)block_bytes, split_blank_lines);
+    TokenSink sink = { sink_write, sink_document, sink_block, &progress };
     for (int k = 0; k < n_inputs; k++) {
-        const char *path = inputs[k];
-        gzFile gz = open_input_or_die(path);
-        size_t have = 0;   // bytes in buf
-        size_t scan = 0;   // where to look for the next "\n\n" (--split-blank-lines)
-        long file_bytes = 0;
-        int warned = 0;
-        shard_write(w, &eot, 1);
-        w->documents++;
-        for (;;) {
-            if (cap - have < step) {  // only when no split point was found: grow up to MAX_CARRY_BYTES
-                cap = have + step;
-                buf = realloc(buf, cap);
-                if (buf == NULL) { die("out of memory growing the text buffer to %zu bytes", cap); }
-            }
-            size_t got = read_some_or_die(gz, path, buf + have, step);
-            have += got;
-            file_bytes += (long)got;
-            progress.bytes_read += (long)got;
-            size_t start = 0;  // buf[0:start) is encoded
-            if (split_blank_lines) {
-                // Each "\n\n" ends a document (leftmost first, not overlapping, as
-                // Python's str.split finds them); the next one starts with EOT.
-                const uint8_t *blank;
-                while ((blank = memmem(buf + scan, have - scan, "\n\n", 2)) != NULL) {
-                    size_t end = (size_t)(blank - buf) + 2;
-                    tokens.len = 0;
-                    bpe_encode_parallel(&tok, caches, parts, n_threads, buf + start, end - start, &tokens);
-                    shard_write(w, tokens.data, tokens.len);
-                    shard_write(w, &eot, 1);
-                    w->documents++;
-                    start = scan = end;
-                }
-            }
-            size_t cut;  // encode buf[start:cut) now, keep the rest for the next block
-            if (got == 0) {
-                cut = have;  // the end of the document
-            } else {
-                cut = start + bpe_last_split_point(buf + start, have - start);
-                if (cut == start && have - start >= MAX_CARRY_BYTES) {
-                    // One piece longer than MAX_CARRY_BYTES (say, a huge run of letters):
-                    // cut before the last character start to keep memory bounded, and say so.
-                    cut = have - 1;
-                    while (cut > start && (buf[cut] & 0xC0) == 0x80) { cut--; }
-                    if (cut == start) { cut = have; }
-                    if (!warned) {
-                        fprintf(stderr, "warning: %s: no piece boundary in %u MB of text before byte %ld: cut there, so "
-                                "tokens next to the cut may differ from GPT-2's\n", path, MAX_CARRY_BYTES >> 20, file_bytes);
-                        warned = 1;
-                    }
-                }
-            }
-            if (cut > start) {
-                tokens.len = 0;
-                bpe_encode_parallel(&tok, caches, parts, n_threads, buf + start, cut - start, &tokens);
-                shard_write(w, tokens.data, tokens.len);
-            }
-            memmove(buf, buf + cut, have - cut);
-            have -= cut;
-            // A "\n\n" can only straddle the carry's last byte and the next block's first.
-            scan = have > 0 ? have - 1 : 0;
-            progress_show(&progress, w, 0);
-            if (got == 0) { break; }
-        }
-        gzclose(gz);
-        if (file_bytes == 0) { die("%s: empty input (no text to tokenize)", path); }
+        char err[4096 + 256];
+        long file_bytes = text_input_try_encode(&enc, inputs[k], &sink, err, sizeof(err));
+        if (file_bytes < 0) { die("%s", err); }
+        if (file_bytes == 0) { die("%s: empty input (no text to tokenize)", inputs[k]); }
     }
     progress_show(&progress, w, 1);
     if (w->total_tokens <= val_tokens) {
@@ -499,9 +418,8 @@ int main(int argc, char **argv) {
     printf("%ld train in %d shard%s (%s_train_*.bin)\n", w->train_written, w->train_shards,
            w->train_shards == 1 ? "" : "s", name);
     if (fflush(stdout) != 0) { die("stdout: write failed: %s", strerror(errno)); }
-    for (int k = 0; k < n_threads; k++) { bpe_cache_free(&caches[k]); tokenvec_free(&parts[k]); }
-    free(caches); free(parts); free(buf); free(w); free(inputs);
-    tokenvec_free(&tokens);
+    text_encoder_free(&enc);
+    free(w); free(inputs);
     bpe_free(&tok);
     return 0;
 }

@@ -22,13 +22,9 @@ says why), so the tolerances are the fp32 ones.
 #include <stdlib.h>
 #include <string.h>
 
+#include "llmc/debug_state.h"
 #include "llmc/gpt2.h"
 #include "llmc/utils.h"
-
-#define STATE_MAGIC 20240327
-#define STATE_VERSION 2
-#define ACTIVATIONS_MAGIC 20261122
-#define ACTIVATIONS_VERSION 1
 
 // Tolerances. The reference is computed in float64, so these bound the error of
 // our fp32 kernels alone. The error measure is max |ours - ref| / max |ref| over
@@ -112,57 +108,6 @@ static int fused_away(const char *full_name) {
         if (strcmp(name, FUSED_AWAY[i]) == 0) { return 1; }
     }
     return 0;
-}
-
-// ----------------------------------------------------------------------------
-// the reference activations, loaded whole
-
-typedef struct {
-    char name[64];
-    size_t count;
-    float *data;
-    int used;
-} Record;
-
-typedef struct {
-    Record *records;
-    int num_records;
-    // for the logits, which come from the debug state rather than this file
-    const float *ref_logits;  // (B*T, V)
-    int V;
-    int resync;  // replace the matmuls' operands by the reference's (bf16; see compare_activation)
-} Reference;
-
-static void load_activations(Reference *ref, const char *path) {
-    FILE *f = fopen_or_die(path, "rb");
-    int header[256];
-    read_header_or_die(f, path, header, ACTIVATIONS_MAGIC, ACTIVATIONS_VERSION, "activations");
-    if (header[2] < 0 || header[2] > 100000) { die("%s: bad record count %d", path, header[2]); }
-    long remaining = file_size_or_die(f, path) - 256 * (long)sizeof(int);
-    ref->num_records = header[2];
-    ref->records = calloc((size_t)header[2] + 1, sizeof(Record));
-    for (int i = 0; i < header[2]; i++) {
-        Record *r = &ref->records[i];
-        int dims[5];
-        fread_or_die(r->name, 1, 64, f, path);
-        fread_or_die(dims, sizeof(int), 5, f, path);
-        r->name[63] = '\0';
-        r->count = 1;
-        if (dims[0] < 1 || dims[0] > 4) { die("%s: record %d (%s): bad ndim %d", path, i, r->name, dims[0]); }
-        for (int d = 1; d <= 4; d++) {
-            if (dims[d] < 1) { die("%s: record %d (%s): bad dimension %d", path, i, r->name, dims[d]); }
-            r->count *= (size_t)dims[d];
-        }
-        remaining -= 64 + 5 * sizeof(int);
-        if ((double)r->count * sizeof(float) > (double)remaining) {
-            die("%s: truncated file (record %s needs %zu floats)", path, r->name, r->count);
-        }
-        remaining -= (long)(r->count * sizeof(float));
-        r->data = malloc_or_die(r->count * sizeof(float), "reference activations");
-        fread_or_die(r->data, sizeof(float), r->count, f, path);
-    }
-    if (remaining != 0) { die("%s: %ld bytes of unexpected data after the last record", path, remaining); }
-    fclose(f);
 }
 
 // With --precision bf16, the tensors that the matmuls round to bf16 (their operands other
@@ -272,51 +217,20 @@ int main(int argc, char **argv) {
     gpt2_read_config(model_path, &config);
 
     // the debug state: B, T, x, y, logits (B,T,V), loss, grads, and nothing else
-    FILE *sf = fopen_or_die(state_path, "rb");
-    int header[256];
-    read_header_or_die(sf, state_path, header, STATE_MAGIC, STATE_VERSION, "debug state");
-    const int B = header[2], T = header[3];
-    if (B < 1 || T < 1 || (double)B * T > 1e8) { die("%s: bad B=%d, T=%d", state_path, B, T); }
-    if (T > config.max_seq_len) {
-        die("%s: T=%d is longer than the model's maximum sequence length %d (%s)", state_path, T,
-            config.max_seq_len, model_path);
-    }
-    size_t N = (size_t)B * T, V = (size_t)config.vocab_size;
-    size_t nparams = 0;
-    {
-        size_t sizes[NUM_PARAMETER_TENSORS];
-        fill_parameter_sizes(sizes, &config);
-        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { nparams += sizes[i]; }
-    }
-    long expected = 256 * 4L + (long)(2 * N * sizeof(int) + (N * V + 1 + nparams) * sizeof(float));
-    long size = file_size_or_die(sf, state_path);
-    if (size != expected) {
-        die("%s: %ld bytes, but a state for B=%d, T=%d and model %s (V=%zu, %zu parameters) has %ld: "
-            "truncated, or written for another config", state_path, size, B, T, model_path, V, nparams, expected);
-    }
-    int *x = malloc_or_die(N * sizeof(int), "inputs");
-    int *y = malloc_or_die(N * sizeof(int), "targets");
-    float *ref_logits = malloc_or_die(N * V * sizeof(float), "reference logits");
-    float ref_loss;
-    float *ref_grads = malloc_or_die(nparams * sizeof(float), "reference gradients");
-    fread_or_die(x, sizeof(int), N, sf, state_path);
-    fread_or_die(y, sizeof(int), N, sf, state_path);
-    fread_or_die(ref_logits, sizeof(float), N * V, sf, state_path);
-    fread_or_die(&ref_loss, sizeof(float), 1, sf, state_path);
-    fread_or_die(ref_grads, sizeof(float), nparams, sf, state_path);
-    fclose(sf);
-    for (size_t i = 0; i < N; i++) {
-        if (x[i] < 0 || (size_t)x[i] >= V || y[i] < 0 || (size_t)y[i] >= V) {
-            die("%s: token %d at position %zu is outside the vocabulary (0..%zu)", state_path,
-                x[i] < 0 || (size_t)x[i] >= V ? x[i] : y[i], i, V - 1);
-        }
-    }
+    DebugState ds;
+    char err[PATH_MAX + 256];
+    if (debug_state_try_load(&ds, state_path, &config, model_path, err, sizeof(err)) != 0) { die("%s", err); }
+    const int B = ds.B, T = ds.T;
+    const size_t V = (size_t)config.vocab_size;
+    int *x = ds.x, *y = ds.y;
+    const float *ref_logits = ds.ref_logits, *ref_grads = ds.ref_grads;
+    const float ref_loss = ds.ref_loss;
 
     Reference ref = {0};
     ref.ref_logits = ref_logits;
     ref.V = (int)V;
     ref.resync = precision == PRECISION_BF16;
-    if (acts_path != NULL) { load_activations(&ref, acts_path); }
+    if (acts_path != NULL && activations_try_load(&ref, acts_path, err, sizeof(err)) != 0) { die("%s", err); }
 
     double *ref_step_losses = NULL;
     int num_steps = 0;
@@ -401,5 +315,8 @@ int main(int argc, char **argv) {
         printf("OK: all %d tensors match the reference\n", num_comparisons);
     }
     gpt2_free(&model);
+    activations_free(&ref);
+    debug_state_free(&ds);
+    free(ref_step_losses);
     return failures > 0 ? 1 : 0;
 }

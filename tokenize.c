@@ -90,36 +90,13 @@ static void print_ids(const TokenVec *tokens) {
     }
 }
 
+static void emit_stdout(void *ctx, const uint8_t *bytes, size_t n) { write_stdout_or_die(bytes, n); }
+
 static void decode_file(const BPETokenizer *t, const char *path) {
     size_t size;
     uint8_t *text = read_input(path, &size);
-    size_t line = 1;
-    for (size_t i = 0; i < size;) {
-        if (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n') {
-            if (text[i] == '\n') { line++; }
-            i++;
-            continue;
-        }
-        size_t start = i;
-        uint64_t id = 0;
-        while (i < size && text[i] >= '0' && text[i] <= '9') {
-            id = id * 10 + (uint64_t)(text[i] - '0');
-            if (id > UINT32_MAX) { break; }
-            i++;
-        }
-        int ends_ok = i == size || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n';
-        if (i == start || !ends_ok) {
-            die("%s: line %zu: expected a token id (a non-negative integer), found \"%.*s\"", path, line,
-                (int)((i - start) + 1 > 20 ? 20 : (i - start) + 1), (const char *)text + start);
-        }
-        if (id >= (uint64_t)t->vocab_size) {
-            die("%s: line %zu: token id %llu is outside the vocabulary (0..%d)", path, line,
-                (unsigned long long)id, t->vocab_size - 1);
-        }
-        size_t len;
-        const uint8_t *bytes = bpe_token_bytes(t, (uint32_t)id, &len);
-        write_stdout_or_die(bytes, len);
-    }
+    char err[4096 + 256];
+    if (bpe_try_decode_id_text(t, text, size, path, emit_stdout, NULL, err, sizeof(err)) != 0) { die("%s", err); }
     free(text);
 }
 

@@ -155,16 +155,33 @@ static void bpe_byte_alphabet(int byte_to_unicode[256], int unicode_to_byte[512]
     }
 }
 
-static char *bpe_read_file(const char *path, size_t *size_out) {
-    FILE *f = fopen_or_die(path, "rb");
-    long size = file_size_or_die(f, path);
+// The whole file at path, NUL-terminated, or NULL with a message in err.
+static char *bpe_read_file(const char *path, size_t *size_out, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return NULL; }
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
+        fclose(f);
+        return NULL;
+    }
     char *buf = malloc_or_die((size_t)size + 1, path);
-    if (size > 0) { fread_or_die(buf, 1, (size_t)size, f, path); }
+    if (size > 0 && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        snprintf(err, errlen, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
     fclose(f);
     buf[size] = '\0';
     *size_out = (size_t)size;
     return buf;
 }
+
+// Error exits of the loaders below: the message goes to err.
+#define BPE_FAIL_RETURN(value, ...) do { snprintf(err, errlen, __VA_ARGS__); return value; } while (0)
+#define BPE_FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
 static size_t bpe_lookup_slot(const BPETokenizer *t, const uint8_t *bytes, size_t n) {
     size_t slot = bpe_hash_bytes(bytes, n) & t->lookup_mask;
@@ -201,18 +218,19 @@ static inline BPEMerge bpe_find_merge(const BPETokenizer *t, uint32_t left, uint
 }
 
 // Decodes one JSON string token's characters (escapes included) through the byte
-// alphabet into out (capacity cap). Returns the byte count; dies naming the offset.
+// alphabet into out (capacity cap). Returns the byte count, or SIZE_MAX with a message
+// naming the offset in err.
 // *pos points after the opening quote and is left after the closing quote.
 static size_t bpe_json_string(const char *json, size_t size, size_t *pos, const int unicode_to_byte[512],
-                              uint8_t *out, size_t cap, const char *path) {
+                              uint8_t *out, size_t cap, const char *path, char *err, size_t errlen) {
     size_t i = *pos, n = 0, start = *pos - 1;
     for (;;) {
-        if (i >= size) { die("%s: malformed JSON: string starting at byte %zu is not closed", path, start); }
+        if (i >= size) { BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: string starting at byte %zu is not closed", path, start); }
         uint32_t cp;
         unsigned char c = (unsigned char)json[i];
         if (c == '"') { i++; break; }
         if (c == '\\') {
-            if (i + 1 >= size) { die("%s: malformed JSON: unfinished escape at byte %zu", path, i); }
+            if (i + 1 >= size) { BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: unfinished escape at byte %zu", path, i); }
             char e = json[i + 1];
             i += 2;
             switch (e) {
@@ -230,15 +248,20 @@ static size_t bpe_json_string(const char *json, size_t size, size_t *pos, const 
                         char h = i < size ? json[i] : 0;
                         int v = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
                               : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
-                        if (v < 0) { die("%s: malformed JSON: bad \\u escape at byte %zu", path, i); }
+                        if (v < 0) { BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: bad \\u escape at byte %zu", path, i); }
                         cp = cp * 16 + (uint32_t)v;
                     }
                     break;  // a surrogate is outside the byte alphabet and is rejected below
                 }
-                default: die("%s: malformed JSON: unknown escape '\\%c' at byte %zu", path, e, i - 2);
+                default:  // a control byte is shown as its code: the message stays one line
+                    if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7f) {
+                        BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: unknown escape (backslash, byte 0x%02x) at byte %zu",
+                                        path, (unsigned char)e, i - 2);
+                    }
+                    BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: unknown escape '\\%c' at byte %zu", path, e, i - 2);
             }
         } else if (c < 0x20) {
-            die("%s: malformed JSON: control byte 0x%02x inside a string at byte %zu", path, c, i);
+            BPE_FAIL_RETURN(SIZE_MAX, "%s: malformed JSON: control byte 0x%02x inside a string at byte %zu", path, c, i);
         } else if (c < 0x80) {
             cp = c;
             i++;
@@ -248,14 +271,14 @@ static size_t bpe_json_string(const char *json, size_t size, size_t *pos, const 
                 cp = ((uint32_t)(c & 0x1F) << 6) | ((unsigned char)json[i + 1] & 0x3F);
                 i += 2;
             } else {
-                die("%s: token at byte %zu has a character outside GPT-2's byte alphabet", path, start);
+                BPE_FAIL_RETURN(SIZE_MAX, "%s: token at byte %zu has a character outside GPT-2's byte alphabet", path, start);
             }
         }
         if (cp >= 512 || unicode_to_byte[cp] < 0) {
-            die("%s: token at byte %zu has character U+%04X, which is not in GPT-2's byte alphabet", path,
+            BPE_FAIL_RETURN(SIZE_MAX, "%s: token at byte %zu has character U+%04X, which is not in GPT-2's byte alphabet", path,
                 start, cp);
         }
-        if (n == cap) { die("%s: token at byte %zu is longer than %zu bytes", path, start, cap); }
+        if (n == cap) { BPE_FAIL_RETURN(SIZE_MAX, "%s: token at byte %zu is longer than %zu bytes", path, start, cap); }
         out[n++] = (uint8_t)unicode_to_byte[cp];
     }
     *pos = i;
@@ -269,62 +292,69 @@ static size_t bpe_skip_ws(const char *s, size_t size, size_t i) {
 
 // Reads encoder.json: one JSON object mapping each token (in the byte alphabet) to
 // its id. Ids must be exactly 0 .. n-1.
-static void bpe_load_encoder(BPETokenizer *t, const char *path, const int unicode_to_byte[512]) {
+// Returns 0, or -1 with a message in err.
+static int bpe_load_encoder(BPETokenizer *t, const char *path, const int unicode_to_byte[512], char *err,
+                            size_t errlen) {
     size_t size;
-    char *json = bpe_read_file(path, &size);
+    uint32_t *len_by_id = NULL, *src_by_id = NULL;
+    char *json = bpe_read_file(path, &size, err, errlen);
+    if (json == NULL) { return -1; }
     // First pass collects (bytes, id) pairs in file order into a flat buffer.
     size_t bytes_cap = size + 16, bytes_len = 0, n = 0, n_cap = 1024;
     uint8_t *bytes = malloc_or_die(bytes_cap, "encoder.json tokens");
     uint32_t *start = malloc_or_die(n_cap * sizeof(uint32_t), "encoder.json index");
     long *ids = malloc_or_die(n_cap * sizeof(long), "encoder.json ids");
     size_t i = bpe_skip_ws(json, size, 0);
-    if (i >= size || json[i] != '{') { die("%s: malformed JSON: expected '{' at byte %zu", path, i); }
+    if (i >= size || json[i] != '{') { BPE_FAIL("%s: malformed JSON: expected '{' at byte %zu", path, i); }
     i = bpe_skip_ws(json, size, i + 1);
-    if (i < size && json[i] == '}') { die("%s: the token table is empty", path); }
+    if (i < size && json[i] == '}') { BPE_FAIL("%s: the token table is empty", path); }
     for (;;) {
-        if (i >= size || json[i] != '"') { die("%s: malformed JSON: expected a string at byte %zu", path, i); }
+        if (i >= size || json[i] != '"') { BPE_FAIL("%s: malformed JSON: expected a string at byte %zu", path, i); }
         i++;
         if (n + 1 >= n_cap) {
             n_cap *= 2;
-            start = realloc(start, n_cap * sizeof(uint32_t));
-            ids = realloc(ids, n_cap * sizeof(long));
-            if (start == NULL || ids == NULL) { die("out of memory reading %s", path); }
+            uint32_t *start2 = realloc(start, n_cap * sizeof(uint32_t));
+            if (start2 != NULL) { start = start2; }
+            long *ids2 = realloc(ids, n_cap * sizeof(long));
+            if (ids2 != NULL) { ids = ids2; }
+            if (start2 == NULL || ids2 == NULL) { BPE_FAIL("out of memory reading %s", path); }
         }
         start[n] = (uint32_t)bytes_len;
-        size_t len = bpe_json_string(json, size, &i, unicode_to_byte, bytes + bytes_len, bytes_cap - bytes_len, path);
-        if (len == 0) { die("%s: empty token before byte %zu", path, i); }
-        if (len > 255) { die("%s: token before byte %zu is %zu bytes long (at most 255 fit llm.c's format)", path, i, len); }
+        size_t len = bpe_json_string(json, size, &i, unicode_to_byte, bytes + bytes_len, bytes_cap - bytes_len, path,
+                                     err, errlen);
+        if (len == SIZE_MAX) { goto fail; }
+        if (len == 0) { BPE_FAIL("%s: empty token before byte %zu", path, i); }
+        if (len > 255) { BPE_FAIL("%s: token before byte %zu is %zu bytes long (at most 255 fit llm.c's format)", path, i, len); }
         bytes_len += len;
         i = bpe_skip_ws(json, size, i);
-        if (i >= size || json[i] != ':') { die("%s: malformed JSON: expected ':' at byte %zu", path, i); }
+        if (i >= size || json[i] != ':') { BPE_FAIL("%s: malformed JSON: expected ':' at byte %zu", path, i); }
         i = bpe_skip_ws(json, size, i + 1);
         size_t digits = i;
         long id = 0;
         while (i < size && json[i] >= '0' && json[i] <= '9' && id < 100000000) { id = id * 10 + (json[i++] - '0'); }
-        if (i == digits) { die("%s: malformed JSON: expected a token id (a non-negative integer) at byte %zu", path, i); }
+        if (i == digits) { BPE_FAIL("%s: malformed JSON: expected a token id (a non-negative integer) at byte %zu", path, i); }
         if (i < size && (json[i] == '.' || json[i] == 'e' || json[i] == 'E' || (json[i] >= '0' && json[i] <= '9'))) {
-            die("%s: token id at byte %zu is not a small integer", path, digits);
+            BPE_FAIL("%s: token id at byte %zu is not a small integer", path, digits);
         }
         ids[n++] = id;
         i = bpe_skip_ws(json, size, i);
         if (i < size && json[i] == ',') { i = bpe_skip_ws(json, size, i + 1); continue; }
         if (i < size && json[i] == '}') { break; }
-        die("%s: malformed JSON: expected ',' or '}' at byte %zu", path, i);
+        BPE_FAIL("%s: malformed JSON: expected ',' or '}' at byte %zu", path, i);
     }
     i = bpe_skip_ws(json, size, i + 1);
-    if (i != size) { die("%s: malformed JSON: unexpected data after the object at byte %zu", path, i); }
+    if (i != size) { BPE_FAIL("%s: malformed JSON: unexpected data after the object at byte %zu", path, i); }
     start[n] = (uint32_t)bytes_len;
-    free(json);
 
-    if (n > BPE_MAX_VOCAB) { die("%s: %zu tokens: at most %d are supported", path, n, BPE_MAX_VOCAB); }
+    if (n > BPE_MAX_VOCAB) { BPE_FAIL("%s: %zu tokens: at most %d are supported", path, n, BPE_MAX_VOCAB); }
     // Place tokens by id; every id in 0 .. n-1 exactly once.
     t->vocab_size = (int)n;
-    uint32_t *len_by_id = calloc(n, sizeof(uint32_t));
-    uint32_t *src_by_id = malloc_or_die(n * sizeof(uint32_t), "encoder.json index");
-    if (len_by_id == NULL) { die("out of memory reading %s", path); }
+    len_by_id = calloc(n, sizeof(uint32_t));
+    src_by_id = malloc_or_die(n * sizeof(uint32_t), "encoder.json index");
+    if (len_by_id == NULL) { BPE_FAIL("out of memory reading %s", path); }
     for (size_t k = 0; k < n; k++) {
-        if (ids[k] >= (long)n) { die("%s: token id %ld is not below the number of tokens (%zu): ids must be 0..%zu", path, ids[k], n, n - 1); }
-        if (len_by_id[ids[k]] != 0) { die("%s: token id %ld is used twice", path, ids[k]); }
+        if (ids[k] >= (long)n) { BPE_FAIL("%s: token id %ld is not below the number of tokens (%zu): ids must be 0..%zu", path, ids[k], n, n - 1); }
+        if (len_by_id[ids[k]] != 0) { BPE_FAIL("%s: token id %ld is used twice", path, ids[k]); }
         len_by_id[ids[k]] = start[k + 1] - start[k];
         src_by_id[ids[k]] = start[k];
     }
@@ -339,7 +369,8 @@ static void bpe_load_encoder(BPETokenizer *t, const char *path, const int unicod
         if ((int)len_by_id[id] > t->max_token_len) { t->max_token_len = (int)len_by_id[id]; }
     }
     t->token_offset[n] = off;
-    free(len_by_id); free(src_by_id); free(bytes); free(start); free(ids);
+    free(len_by_id); free(src_by_id); free(bytes); free(start); free(ids); free(json);
+    len_by_id = src_by_id = start = NULL; bytes = NULL; ids = NULL; json = NULL;
 
     // bytes -> id
     size_t slots = 1;
@@ -352,24 +383,31 @@ static void bpe_load_encoder(BPETokenizer *t, const char *path, const int unicod
         size_t len = t->token_offset[id + 1] - t->token_offset[id];
         size_t slot = bpe_lookup_slot(t, b, len);
         if (t->lookup[slot] != UINT32_MAX) {
-            die("%s: tokens %u and %zu are the same string", path, t->lookup[slot], id);
+            BPE_FAIL("%s: tokens %u and %zu are the same string", path, t->lookup[slot], id);
         }
         t->lookup[slot] = (uint32_t)id;
     }
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
         int id = bpe_token_of_bytes(t, &byte, 1);
-        if (id < 0) { die("%s: no token for the single byte 0x%02x (GPT-2 has one for each of the 256 bytes)", path, b); }
+        if (id < 0) { BPE_FAIL("%s: no token for the single byte 0x%02x (GPT-2 has one for each of the 256 bytes)", path, b); }
         t->byte_token[b] = (uint32_t)id;
     }
     t->eot_token = bpe_token_of_bytes(t, (const uint8_t *)BPE_EOT_STRING, strlen(BPE_EOT_STRING));
+    return 0;
+fail:
+    free(len_by_id); free(src_by_id); free(bytes); free(start); free(ids); free(json);
+    return -1;
 }
 
 // Reads vocab.bpe: an optional "#version" line, then one merge "A B" per line,
 // highest priority first. A, B and AB must all be tokens of encoder.json.
-static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode_to_byte[512]) {
+// Returns 0, or -1 with a message in err.
+static int bpe_load_merges(BPETokenizer *t, const char *path, const int unicode_to_byte[512], char *err,
+                           size_t errlen) {
     size_t size;
-    char *text = bpe_read_file(path, &size);
+    char *text = bpe_read_file(path, &size, err, errlen);
+    if (text == NULL) { return -1; }
     // Each token pair merges at most once and there are fewer than 2^32 pairs; a
     // merge line has at least 4 bytes, so size/4 bounds the count.
     size_t max_merges = size / 4 + 16, slots = 1;
@@ -416,9 +454,9 @@ static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode
                         r += 2;
                     } else { cp = 0xFFFF; r++; }
                     if (cp >= 512 || unicode_to_byte[cp] < 0) {
-                        die("%s: line %zu: character outside GPT-2's byte alphabet", path, line_no);
+                        BPE_FAIL("%s: line %zu: character outside GPT-2's byte alphabet", path, line_no);
                     }
-                    if (len == sizeof(part[0])) { die("%s: line %zu: token longer than 255 bytes", path, line_no); }
+                    if (len == sizeof(part[0])) { BPE_FAIL("%s: line %zu: token longer than 255 bytes", path, line_no); }
                     part[n_fields][len++] = (uint8_t)unicode_to_byte[cp];
                 }
                 part_len[n_fields] = len;
@@ -428,24 +466,24 @@ static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode
         }
         if (n_fields == 0 && end >= size) { break; }  // the empty remainder after the final newline
         if (n_fields != 2) {
-            die("%s: line %zu: expected a merge of two tokens \"A B\", found %zu fields", path, line_no, n_fields);
+            BPE_FAIL("%s: line %zu: expected a merge of two tokens \"A B\", found %zu fields", path, line_no, n_fields);
         }
         int left = bpe_token_of_bytes(t, part[0], part_len[0]);
         int right = bpe_token_of_bytes(t, part[1], part_len[1]);
         if (left < 0 || right < 0) {
             int which = left < 0 ? 0 : 1;
-            die("%s: line %zu: token \"%.*s\" is not in encoder.json", path, line_no, (int)field_len[which],
+            BPE_FAIL("%s: line %zu: token \"%.*s\" is not in encoder.json", path, line_no, (int)field_len[which],
                 text + field_at[which]);
         }
         memcpy(joined, part[0], part_len[0]);
         memcpy(joined + part_len[0], part[1], part_len[1]);
         int result = bpe_token_of_bytes(t, joined, part_len[0] + part_len[1]);
-        if (result < 0) { die("%s: line %zu: the merged token is not in encoder.json", path, line_no); }
+        if (result < 0) { BPE_FAIL("%s: line %zu: the merged token is not in encoder.json", path, line_no); }
         uint32_t pair = ((uint32_t)left << 16) | (uint32_t)right;
         size_t slot = bpe_merge_slot(t, pair);
         while (t->merge_slots[slot] != UINT64_MAX) {
             if ((uint32_t)(t->merge_slots[slot] >> 32) == pair) {
-                die("%s: line %zu: duplicate merge (first given at rank %u)", path, line_no, (uint32_t)t->merge_slots[slot]);
+                BPE_FAIL("%s: line %zu: duplicate merge (first given at rank %u)", path, line_no, (uint32_t)t->merge_slots[slot]);
             }
             slot = (slot + 1) & (slots - 1);
         }
@@ -462,7 +500,7 @@ static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode
         uint32_t left = t->merge_pair[rank] >> 16, right = t->merge_pair[rank] & 0xFFFF;
         if (created_rank[left] >= rank || created_rank[right] >= rank) { t->merges_ordered = 0; }
     }
-    if (t->n_merges == 0) { die("%s: no merges found", path); }
+    if (t->n_merges == 0) { BPE_FAIL("%s: no merges found", path); }
     // Every token but the 256 bytes and EOT is made by a merge. One that is not
     // could never be produced: most likely vocab.bpe lost lines (a cut-off copy
     // still parses, and would silently give other tokens).
@@ -475,26 +513,43 @@ static void bpe_load_merges(BPETokenizer *t, const char *path, const int unicode
         }
     }
     if (unreachable > 0) {
-        die("%s: %d tokens of encoder.json (e.g. id %d) are made by no merge: is vocab.bpe cut off? (%d merges read)",
+        BPE_FAIL("%s: %d tokens of encoder.json (e.g. id %d) are made by no merge: is vocab.bpe cut off? (%d merges read)",
             path, unreachable, example, t->n_merges);
     }
     free(created_rank);
     free(text);
+    return 0;
+fail:
+    free(created_rank);
+    free(text);
+    return -1;
 }
 
-// Loads DIR/encoder.json and DIR/vocab.bpe; dies with a one-line error naming the
-// file and the problem.
-static void bpe_load(BPETokenizer *t, const char *vocab_dir) {
+static void bpe_free(BPETokenizer *t);
+
+// Loads DIR/encoder.json and DIR/vocab.bpe. Returns 0, or -1 with a one-line
+// message naming the file and the problem in err (and t left empty).
+static int bpe_try_load(BPETokenizer *t, const char *vocab_dir, char *err, size_t errlen) {
     memset(t, 0, sizeof(*t));
     int byte_to_unicode[256], unicode_to_byte[512];
     bpe_byte_alphabet(byte_to_unicode, unicode_to_byte);
     size_t n = strlen(vocab_dir);
     char *path = malloc_or_die(n + 32, "path");
     snprintf(path, n + 32, "%s/encoder.json", vocab_dir);
-    bpe_load_encoder(t, path, unicode_to_byte);
-    snprintf(path, n + 32, "%s/vocab.bpe", vocab_dir);
-    bpe_load_merges(t, path, unicode_to_byte);
+    int rc = bpe_load_encoder(t, path, unicode_to_byte, err, errlen);
+    if (rc == 0) {
+        snprintf(path, n + 32, "%s/vocab.bpe", vocab_dir);
+        rc = bpe_load_merges(t, path, unicode_to_byte, err, errlen);
+    }
     free(path);
+    if (rc != 0) { bpe_free(t); }
+    return rc;
+}
+
+// The same, dying with that message.
+static void bpe_load(BPETokenizer *t, const char *vocab_dir) {
+    char err[4096 + 256];
+    if (bpe_try_load(t, vocab_dir, err, sizeof(err)) != 0) { die("%s", err); }
 }
 
 static void bpe_free(BPETokenizer *t) {
@@ -510,6 +565,53 @@ static void bpe_free(BPETokenizer *t) {
 static inline const uint8_t *bpe_token_bytes(const BPETokenizer *t, uint32_t id, size_t *len) {
     *len = t->token_offset[id + 1] - t->token_offset[id];
     return t->token_bytes + t->token_offset[id];
+}
+
+// Decodes token ids written as text (tokenize --decode's input): non-negative
+// decimal numbers separated by whitespace. emit(ctx, bytes, n) gets each token's
+// bytes in order. Returns 0, or -1 with a one-line message naming path and the line
+// in err (a malformed number or an id outside the vocabulary; the bytes before it
+// were emitted).
+static int bpe_try_decode_id_text(const BPETokenizer *t, const uint8_t *text, size_t size, const char *path,
+                                  void (*emit)(void *ctx, const uint8_t *bytes, size_t n), void *ctx,
+                                  char *err, size_t errlen) {
+    size_t line = 1;
+    for (size_t i = 0; i < size;) {
+        if (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n') {
+            if (text[i] == '\n') { line++; }
+            i++;
+            continue;
+        }
+        size_t start = i;
+        uint64_t id = 0;
+        while (i < size && text[i] >= '0' && text[i] <= '9') {
+            id = id * 10 + (uint64_t)(text[i] - '0');
+            if (id > UINT32_MAX) { break; }
+            i++;
+        }
+        int ends_ok = i == size || text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n';
+        if (i == start || !ends_ok) {
+            // quote at most 20 bytes of it, control bytes as '?', so the message stays one line
+            char found[21];
+            size_t n = 0;
+            for (size_t k = start; k < size && k <= i && n < 20; k++) {
+                found[n++] = text[k] < 0x20 || text[k] == 0x7f ? '?' : (char)text[k];
+            }
+            found[n] = '\0';
+            snprintf(err, errlen, "%s: line %zu: expected a token id (a non-negative integer), found \"%s\"", path, line,
+                     found);
+            return -1;
+        }
+        if (id >= (uint64_t)t->vocab_size) {
+            snprintf(err, errlen, "%s: line %zu: token id %llu is outside the vocabulary (0..%d)", path, line,
+                     (unsigned long long)id, t->vocab_size - 1);
+            return -1;
+        }
+        size_t len;
+        const uint8_t *bytes = bpe_token_bytes(t, (uint32_t)id, &len);
+        emit(ctx, bytes, len);
+    }
+    return 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -920,6 +1022,7 @@ static void bpe_encode_parallel(const BPETokenizer *t, BPECache *caches, TokenVe
         caches[k] = cache;
     }
     for (int k = 0; k < n_threads; k++) {
+        if (parts[k].len == 0) { continue; }  // a thread's empty range: its data may be NULL
         tokenvec_reserve(out, parts[k].len);
         memcpy(out->data + out->len, parts[k].data, parts[k].len * sizeof(uint32_t));
         out->len += parts[k].len;

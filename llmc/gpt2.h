@@ -195,31 +195,44 @@ static int gpt2_config_from_depth(const char *name, GPT2Config *config) {
 }
 
 // Checks a config read from `path`; bounds keep every size well inside size_t.
-static void gpt2_check_config(const GPT2Config *c, const char *path) {
-    if (c->max_seq_len < 1 || c->max_seq_len > (1 << 20)) { die("%s: bad max_seq_len %d", path, c->max_seq_len); }
-    if (c->vocab_size < 1 || c->vocab_size > (1 << 24)) { die("%s: bad vocab_size %d", path, c->vocab_size); }
+// Returns 0, or -1 with a one-line message in err.
+static int gpt2_config_error(const GPT2Config *c, const char *path, char *err, size_t errlen) {
+    if (c->max_seq_len < 1 || c->max_seq_len > (1 << 20)) { snprintf(err, errlen, "%s: bad max_seq_len %d", path, c->max_seq_len); return -1; }
+    if (c->vocab_size < 1 || c->vocab_size > (1 << 24)) { snprintf(err, errlen, "%s: bad vocab_size %d", path, c->vocab_size); return -1; }
     if (c->padded_vocab_size < c->vocab_size || c->padded_vocab_size > (1 << 24)) {
-        die("%s: bad padded_vocab_size %d (vocab_size %d)", path, c->padded_vocab_size, c->vocab_size);
+        snprintf(err, errlen, "%s: bad padded_vocab_size %d (vocab_size %d)", path, c->padded_vocab_size, c->vocab_size);
+        return -1;
     }
-    if (c->num_layers < 1 || c->num_layers > 1024) { die("%s: bad num_layers %d", path, c->num_layers); }
-    if (c->channels < 1 || c->channels > (1 << 16)) { die("%s: bad channels %d", path, c->channels); }
+    if (c->num_layers < 1 || c->num_layers > 1024) { snprintf(err, errlen, "%s: bad num_layers %d", path, c->num_layers); return -1; }
+    if (c->channels < 1 || c->channels > (1 << 16)) { snprintf(err, errlen, "%s: bad channels %d", path, c->channels); return -1; }
     if (c->num_heads < 1 || c->channels % c->num_heads != 0) {
-        die("%s: num_heads %d does not divide channels %d", path, c->num_heads, c->channels);
+        snprintf(err, errlen, "%s: num_heads %d does not divide channels %d", path, c->num_heads, c->channels);
+        return -1;
     }
+    return 0;
 }
 
-static void gpt2_read_config(const char *path, GPT2Config *config) {
-    FILE *f = fopen_or_die(path, "rb");
+// Reads and checks the config in a model file's header. Returns 0, or -1 with a
+// one-line message in err.
+static int gpt2_try_read_config(const char *path, GPT2Config *config, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return -1; }
     int header[256];
-    read_header_or_die(f, path, header, MODEL_MAGIC, MODEL_VERSION, "model");
+    int rc = read_header_checked(f, path, header, MODEL_MAGIC, MODEL_VERSION, "model", err, errlen);
     fclose(f);
+    if (rc != 0) { return -1; }
     config->max_seq_len = header[2];
     config->vocab_size = header[3];
     config->num_layers = header[4];
     config->num_heads = header[5];
     config->channels = header[6];
     config->padded_vocab_size = header[7];
-    gpt2_check_config(config, path);
+    return gpt2_config_error(config, path, err, errlen);
+}
+
+static void gpt2_read_config(const char *path, GPT2Config *config) {
+    char err[PATH_MAX + 256];
+    if (gpt2_try_read_config(path, config, err, sizeof(err)) != 0) { die("%s", err); }
 }
 
 static void fill_parameter_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config *cfg) {
@@ -371,8 +384,9 @@ static int gpt2_try_load_params(GPT2 *model, const char *path, char *err, size_t
     if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return -1; }
     int header[256], expected_header[256];
     long expected = 256 * (long)sizeof(int) + (long)(model->num_parameters * sizeof(float));
-    long size = file_size_or_die(f, path);
-    if (size < 256 * (long)sizeof(int) || fread(header, sizeof(int), 256, f) != 256) {
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
+    if (size < 256 * (long)sizeof(int) || fseek(f, 0, SEEK_SET) != 0 || fread(header, sizeof(int), 256, f) != 256) {
         snprintf(err, errlen, "%s: truncated file (shorter than the 1024-byte model header)", path);
         fclose(f);
         return -1;

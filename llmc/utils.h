@@ -75,18 +75,38 @@ static long file_size_or_die(FILE *f, const char *path) {
 
 // Reads llm.c's 256 x int32 header and checks its magic number and version.
 // `kind` names the file type in the error ("model", "debug state", ...).
-static void read_header_or_die(FILE *f, const char *path, int header[256], int magic, int version,
-                               const char *kind) {
-    if (file_size_or_die(f, path) < 256 * (long)sizeof(int)) {
-        die("%s: truncated file (shorter than the 1024-byte %s header)", path, kind);
+// Returns 0, or -1 with a one-line message in err (the try_ loaders, fuzzing).
+static int read_header_checked(FILE *f, const char *path, int header[256], int magic, int version,
+                               const char *kind, char *err, size_t errlen) {
+    long pos = ftell(f), size = -1;
+    if (pos >= 0 && fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
+    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) {
+        snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
+        return -1;
     }
-    fread_or_die(header, sizeof(int), 256, f, path);
+    if (size - pos < 256 * (long)sizeof(int)) {
+        snprintf(err, errlen, "%s: truncated file (shorter than the 1024-byte %s header)", path, kind);
+        return -1;
+    }
+    if (fread(header, sizeof(int), 256, f) != 256) {
+        snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+        return -1;
+    }
     if (header[0] != magic) {
-        die("%s: bad magic number %d (a %s file has %d)", path, header[0], kind, magic);
+        snprintf(err, errlen, "%s: bad magic number %d (a %s file has %d)", path, header[0], kind, magic);
+        return -1;
     }
     if (header[1] != version) {
-        die("%s: unsupported %s version %d (expected %d)", path, kind, header[1], version);
+        snprintf(err, errlen, "%s: unsupported %s version %d (expected %d)", path, kind, header[1], version);
+        return -1;
     }
+    return 0;
+}
+
+static void read_header_or_die(FILE *f, const char *path, int header[256], int magic, int version,
+                               const char *kind) {
+    char err[4096 + 256];
+    if (read_header_checked(f, path, header, magic, version, kind, err, sizeof(err)) != 0) { die("%s", err); }
 }
 
 static void *malloc_or_die(size_t bytes, const char *what) {

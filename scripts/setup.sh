@@ -11,9 +11,11 @@ cd "$(dirname "$0")/.."
 # and table check. libopenblas-dev: the yardstick of dev/cpu. gnuplot-nox: loss
 # plots. linux-perf: make profile. curl: downloads when no local copy is given.
 # openmpi-bin, libopenmpi-dev: data-parallel training (mpirun, mpicc); iproute2: the
-# two-host test's network namespaces.
+# two-host test's network namespaces. clang, libclang-rt-14-dev: the libFuzzer harnesses
+# (make fuzz).
 PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
-          libopenblas-dev gnuplot-nox linux-perf curl openmpi-bin libopenmpi-dev iproute2"
+          libopenblas-dev gnuplot-nox linux-perf curl openmpi-bin libopenmpi-dev iproute2
+          clang libclang-rt-14-dev"
 PACKAGES="$PACKAGES libgoogle-perftools4"  # tcmalloc, preloaded into make bench's PyTorch
 command -v node > /dev/null || PACKAGES="$PACKAGES nodejs"
 command -v npm > /dev/null || PACKAGES="$PACKAGES npm"
