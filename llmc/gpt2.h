@@ -261,7 +261,10 @@ static const char *human_bytes(double bytes, char buf[32]) {
 
 // Allocates the arena for config and activations of up to (B, T), and zeroes
 // the gradients and AdamW state. Parameters are then loaded or initialized.
-static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {
+// training 0 (generate, evaluation): no gradients nor AdamW state (a quarter of the
+// memory), and the summary goes to stderr, since stdout carries the program's output.
+static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
+                           int training) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
     if (B < 1) { die("batch size B=%d must be at least 1", B); }
@@ -282,22 +285,25 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     size_t acts_floats = point_tensors(NULL, model->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
     model->num_activations = acts_floats;
     model->params_span = params_floats;
-    model->arena_bytes = (4 * params_floats + acts_floats) * sizeof(float);
+    const size_t copies = training ? 4 : 1;  // params, and grads, m, v when training
+    model->arena_bytes = (copies * params_floats + acts_floats) * sizeof(float);
     model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
     gemm_init();  // the matmuls' packing buffers, once
     float *p = model->arena;
     model->params_memory = p; p += params_floats;
-    model->grads_memory = p;  p += params_floats;
-    model->m_memory = p;      p += params_floats;
-    model->v_memory = p;      p += params_floats;
     point_tensors((float **)&model->params, model->param_sizes, NUM_PARAMETER_TENSORS, model->params_memory);
-    point_tensors((float **)&model->grads, model->param_sizes, NUM_PARAMETER_TENSORS, model->grads_memory);
-    point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
-    point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
+    if (training) {
+        model->grads_memory = p;  p += params_floats;
+        model->m_memory = p;      p += params_floats;
+        model->v_memory = p;      p += params_floats;
+        point_tensors((float **)&model->grads, model->param_sizes, NUM_PARAMETER_TENSORS, model->grads_memory);
+        point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
+        point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
+    }
     point_tensors((float **)&model->acts, model->act_sizes, NUM_ACTIVATION_TENSORS, p);
     // zero the padding between tensors too: the whole of params, grads, m and v; and first
     // touch every page of the arena now, on all threads (page faults are most of the cost)
-    const size_t arena_floats = 4 * params_floats + acts_floats, zero_block = (size_t)1 << 20;
+    const size_t arena_floats = copies * params_floats + acts_floats, zero_block = (size_t)1 << 20;
     #pragma omp parallel for schedule(static)
     for (long long b = 0; b < (long long)((arena_floats + zero_block - 1) / zero_block); b++) {
         const size_t i0 = (size_t)b * zero_block;
@@ -306,12 +312,24 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     model->mean_loss = -1.0f;
 
     char b1[32], b2[32], b3[32], b4[32];
+    if (!training) {
+        fprintf(stderr, "model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
+                config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
+                config->padded_vocab_size, nparams);
+        fprintf(stderr, "memory: parameters %s, activations %s (B=%d, T=%d), inference only\n",
+                human_bytes(params_floats * 4.0, b1), human_bytes(acts_floats * 4.0, b4), B, T);
+        return;
+    }
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
            config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
            config->padded_vocab_size, nparams);
     printf("memory: parameters %s, gradients %s, AdamW m+v %s, activations %s (B=%d, T=%d)\n",
            human_bytes(params_floats * 4.0, b1), human_bytes(params_floats * 4.0, b2),
            human_bytes(params_floats * 8.0, b3), human_bytes(acts_floats * 4.0, b4), B, T);
+}
+
+static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {
+    gpt2_create_ex(model, config, B, T, source, 1);
 }
 
 static void gpt2_free(GPT2 *model) {
@@ -626,6 +644,134 @@ static const float *gpt2_logits(GPT2 *model, int row) {
     matmul_forward(model->acts.logits, model->acts.lnf + (size_t)row * cfg->channels, model->params.wte,
                    NULL, 1, cfg->channels, cfg->padded_vocab_size);
     return model->acts.logits;
+}
+
+// ----------------------------------------------------------------------------
+// incremental decoding with a key/value cache (generate, train_gpt2's samples)
+//
+// The keys and values of every layer are kept for the positions seen so far, so
+// each new token costs one position's forward: matmuls on one row (gemv.h, bound
+// by reading the weights) and one query against the cache (attention.h); the
+// prefix is never recomputed and no (T, T) tensor exists. The first tokens (a
+// prompt) go through the ordinary batched forward over (1, n), whose per-layer
+// qkv fills the cache. When the cache is full (window positions), it slides: it
+// restarts from the last window/2 tokens, re-encoded by one batched forward, so
+// positions stay below window. The same arithmetic as the full forward, in
+// another order of the sums: logits agree to fp32 rounding (test_kvcache).
+
+typedef struct {
+    int window;       // positions the cache holds: the longest context
+    int start;        // the index, in the caller's token sequence, of cache position 0
+    int len;          // positions filled
+    float *k, *v;     // (L, NH, window, hs): keys and values, contiguous per head
+    float *x;         // (C) the residual stream of the new position
+    float *ln;        // (C) a LayerNorm output
+    float *qkv;       // (3C)
+    float *atty;      // (C)
+    float *fch_gelu;  // (4C)
+    float *scores;    // (NH, window) one row of attention scores per head
+    float *stats;     // (2) a LayerNorm's mean and rstd
+    float *logits;    // (Vp)
+    float *memory;    // all of the above, allocated once
+} GPT2Cache;
+
+// A cache of `window` positions for model, whose activations must hold (1, window):
+// the batched forward of a prompt or a slide runs in them.
+static void gpt2_cache_create(GPT2Cache *cache, const GPT2 *model, int window) {
+    const GPT2Config *cfg = &model->config;
+    if (window < 1 || window > cfg->max_seq_len || window > model->seq_len) {
+        die("a key/value cache of %d positions: outside 1..%d (the model's maxT and activations)", window,
+            cfg->max_seq_len < model->seq_len ? cfg->max_seq_len : model->seq_len);
+    }
+    memset(cache, 0, sizeof(*cache));
+    cache->window = window;
+    const size_t C = cfg->channels, L = cfg->num_layers, NH = cfg->num_heads;
+    size_t sizes[10] = {L * window * C, L * window * C, C, C, 3 * C, C, 4 * C, NH * window, 2,
+                        cfg->padded_vocab_size};
+    float **tensors[10] = {&cache->k, &cache->v, &cache->x, &cache->ln, &cache->qkv, &cache->atty,
+                           &cache->fch_gelu, &cache->scores, &cache->stats, &cache->logits};
+    float *ptrs[10];
+    const size_t floats = point_tensors(NULL, sizes, 10, NULL);
+    cache->memory = arena_alloc_or_die(floats * sizeof(float), "the key/value cache");
+    memset(cache->memory, 0, floats * sizeof(float));
+    point_tensors(ptrs, sizes, 10, cache->memory);
+    for (int i = 0; i < 10; i++) { *tensors[i] = ptrs[i]; }
+}
+
+static void gpt2_cache_free(GPT2Cache *cache) {
+    free(cache->memory);
+    cache->memory = NULL;
+}
+
+// Forget the sequence: the next gpt2_cache_logits starts afresh.
+static void gpt2_cache_reset(GPT2Cache *cache) { cache->start = cache->len = 0; }
+
+// Copies the key and value of positions [t0, t0 + n) from rows of qkv (n, 3C) into layer l.
+static void gpt2_cache_store(GPT2Cache *cache, const GPT2Config *cfg, int l, const float *qkv, int t0, int n) {
+    const int C = cfg->channels, NH = cfg->num_heads, hs = C / NH;
+    for (int t = 0; t < n; t++) {
+        for (int h = 0; h < NH; h++) {
+            const size_t dst = (((size_t)l * NH + h) * cache->window + t0 + t) * hs;
+            memcpy(cache->k + dst, qkv + (size_t)t * 3 * C + C + h * hs, hs * sizeof(float));
+            memcpy(cache->v + dst, qkv + (size_t)t * 3 * C + 2 * C + h * hs, hs * sizeof(float));
+        }
+    }
+}
+
+// The batched forward over tokens (n) at positions 0..n-1, which fills the cache.
+// Returns the logits (Vp) of the last position.
+static const float *gpt2_cache_prefill(GPT2 *model, GPT2Cache *cache, const int *tokens, int n) {
+    const GPT2Config *cfg = &model->config;
+    gpt2_forward(model, tokens, NULL, 1, n);
+    for (int l = 0; l < cfg->num_layers; l++) {
+        gpt2_cache_store(cache, cfg, l, layer_activations(model, l, 1, n).qkv, 0, n);
+    }
+    cache->len = n;
+    return gpt2_logits(model, n - 1);
+}
+
+// One position's forward: token at position cache->len, against the cached keys and
+// values of the positions before it. Returns its logits (Vp).
+static const float *gpt2_cache_step(GPT2 *model, GPT2Cache *cache, int token) {
+    const GPT2Config *cfg = &model->config;
+    const int C = cfg->channels, NH = cfg->num_heads, pos = cache->len;
+    check_tokens(model, &token, 1, "input");
+    const float *tok = model->params.wte + (size_t)token * C, *wpe = model->params.wpe + (size_t)pos * C;
+    float *x = cache->x, *mean = cache->stats, *rstd = cache->stats + 1;
+    for (int c = 0; c < C; c++) { x[c] = tok[c] + wpe[c]; }
+    for (int l = 0; l < cfg->num_layers; l++) {
+        LayerTensors w = layer_tensors(&model->params, cfg, l);
+        const size_t layer = (size_t)l * cache->window * C;  // NH * window * hs
+        layernorm_forward(cache->ln, mean, rstd, x, w.ln1w, w.ln1b, 1, C);
+        matmul_forward(cache->qkv, cache->ln, w.qkvw, w.qkvb, 1, C, 3 * C);
+        gpt2_cache_store(cache, cfg, l, cache->qkv, pos, 1);
+        attention_forward_cached(cache->atty, cache->qkv, cache->k + layer, cache->v + layer, pos + 1,
+                                 cache->window, C, NH, cache->scores);
+        matmul_forward_residual(x, x, cache->atty, w.attprojw, w.attprojb, 1, C, C);
+        layernorm_forward(cache->ln, mean, rstd, x, w.ln2w, w.ln2b, 1, C);
+        matmul_forward_gelu(cache->fch_gelu, NULL, cache->ln, w.fcw, w.fcb, 1, C, 4 * C);
+        matmul_forward_residual(x, x, cache->fch_gelu, w.fcprojw, w.fcprojb, 1, 4 * C, C);
+    }
+    layernorm_forward(cache->ln, mean, rstd, x, model->params.lnfw, model->params.lnfb, 1, C);
+    matmul_forward(cache->logits, cache->ln, model->params.wte, NULL, 1, C, cfg->padded_vocab_size);
+    cache->len++;
+    return cache->logits;
+}
+
+// The logits (Vp) that predict token n of a sequence from tokens[0..n), n >= 1.
+// Called with n one more than last time (the sequence grew by the token just
+// sampled), it costs one position's forward; a full cache slides; any other n
+// (a first call, a new sequence) re-encodes the last min(n, window) tokens, or
+// window/2 of them when there are more than window.
+static const float *gpt2_cache_logits(GPT2 *model, GPT2Cache *cache, const int *tokens, int n) {
+    if (n < 1) { die("gpt2_cache_logits: an empty sequence"); }
+    if (cache->len > 0 && cache->start + cache->len == n - 1 && cache->len < cache->window) {
+        return gpt2_cache_step(model, cache, tokens[n - 1]);
+    }
+    const int keep = cache->window / 2 > 0 ? cache->window / 2 : 1;
+    const int count = n <= cache->window ? n : keep;
+    cache->start = n - count;
+    return gpt2_cache_prefill(model, cache, tokens + cache->start, count);
 }
 
 // Training: forward pass, loss, and backward pass, accumulating into the
