@@ -27,10 +27,10 @@ ifneq ($(NO_OMP),1)
   endif
 endif
 
-PROGRAMS = train_gpt2 test_gpt2
+PROGRAMS = train_gpt2 test_gpt2 generate test_kvcache test_sampler
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test clean data bench bench-tokenizer profile setup train
+.PHONY: all test clean data bench bench-tokenizer bench-generate profile setup train
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -39,6 +39,21 @@ train_gpt2: train_gpt2.c $(HEADERS)
 
 test_gpt2: test_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# Text from a prompt through the key/value cache, and its check against the full forward.
+generate: generate.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+test_kvcache: test_kvcache.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+test_sampler: test_sampler.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and a PyTorch loop.
+bench-generate: generate
+	$(MAKE) -C dev/cpu read_bandwidth
+	bash scripts/bench_generate.sh
 
 # The data pipeline: GPT-2 BPE encoder (llmc/bpe.h) and the llm.c dataset writer.
 TOOLS = tokenize prepare_data

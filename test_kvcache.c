@@ -99,8 +99,18 @@ int main(int argc, char **argv) {
         }
         if (!(err <= max_err)) { max_err = err; worst = i; }
     }
+    // the cost: every call but the first and the slides must be one position's step, and the
+    // cache must slide exactly when full (len: 1 after the first call, +1 per step, keep after a slide)
+    int expect_steps = 0, expect_slides = 0;
+    for (int i = 2, len = 1; i <= n; i++) {
+        if (len < window) { len++; expect_steps++; }
+        else { len = window / 2 > 0 ? window / 2 : 1; expect_slides++; }
+    }
     const double rel = max_err / (max_ref > 0.0 ? max_ref : 1.0);
-    const int ok = rel <= TOL_LOGITS && steps > 0;
+    const int ok = rel <= TOL_LOGITS && steps == expect_steps && slides == expect_slides;
+    if (steps != expect_steps || slides != expect_slides) {
+        printf("expected %d cached steps and %d slides, got %d and %d\n", expect_steps, expect_slides, steps, slides);
+    }
     printf("%s: %d positions (window %d: %d cached steps, %d slides), max |cached - full| = %.3g, "
            "%.3g of max |logit| %.3g (tolerance %.0e), worst at position %d\n",
            ok ? "OK" : "FAIL", n, window, steps, slides, max_err, rel, max_ref, TOL_LOGITS, worst);
