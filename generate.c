@@ -225,6 +225,11 @@ int main(int argc, char **argv) {
     else { gpt2_load_params(&model, args.model); }
     GPT2Cache cache;
     gpt2_cache_create(&cache, &model, window);
+    char b1[32];
+    fprintf(stderr, "model: %s, L=%d NH=%d C=%d maxT=%d V=%d, %zu parameters (%s) | threads: %d\n",
+            random_model ? "random" : args.model, config.num_layers, config.num_heads, config.channels,
+            config.max_seq_len, config.vocab_size, model.num_parameters,
+            human_bytes(model.num_parameters * 4.0, b1), omp_get_max_threads());
     const int n_prompt = (int)prompt.len, n_total = n_prompt + args.max_tokens;
     int *tokens = malloc_or_die((size_t)n_total * sizeof(int), "tokens");
     for (int i = 0; i < n_prompt; i++) { tokens[i] = (int)prompt.data[i]; }

@@ -262,7 +262,7 @@ static const char *human_bytes(double bytes, char buf[32]) {
 // Allocates the arena for config and activations of up to (B, T), and zeroes
 // the gradients and AdamW state. Parameters are then loaded or initialized.
 // training 0 (generate, evaluation): no gradients nor AdamW state (a quarter of the
-// memory), and the summary goes to stderr, since stdout carries the program's output.
+// memory), and no summary printed, since stdout carries the program's output.
 static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
                            int training) {
     memset(model, 0, sizeof(*model));
@@ -312,14 +312,7 @@ static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, 
     model->mean_loss = -1.0f;
 
     char b1[32], b2[32], b3[32], b4[32];
-    if (!training) {
-        fprintf(stderr, "model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
-                config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
-                config->padded_vocab_size, nparams);
-        fprintf(stderr, "memory: parameters %s, activations %s (B=%d, T=%d), inference only\n",
-                human_bytes(params_floats * 4.0, b1), human_bytes(acts_floats * 4.0, b4), B, T);
-        return;
-    }
+    if (!training) { return; }  // the caller reports what it loaded (stdout is its output)
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
            config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
            config->padded_vocab_size, nparams);
@@ -477,41 +470,48 @@ static void observe(const GPT2 *model, const char *name, int layer, const float 
     if (model->observer != NULL) { model->observer(model->observer_ctx, name, layer, data, 0, nrows, width); }
 }
 
-static void block_forward(GPT2 *model, int l, int B, int T) {
+// A tensor a kernel produced, for the observer: nrows rows of width floats.
+typedef struct {
+    const char *name;
+    const float *data;
+    size_t nrows, width;
+} Observed;
+
+// FORWARD(kind, kernel call, {name, data, rows, width}...): runs the call, charges its
+// time to profile kind `kind`, then shows the observer each tensor listed, in order.
+// Expects `model` and `layer` (-1 outside the blocks) in scope.
+#define FORWARD(kind, call, ...)                                                          \
+    do {                                                                                  \
+        call;                                                                             \
+        fwd_lap(model, kind);                                                             \
+        const Observed observed_[] = {__VA_ARGS__};                                       \
+        for (size_t i_ = 0; i_ < sizeof(observed_) / sizeof(observed_[0]); i_++) {        \
+            observe(model, observed_[i_].name, layer, observed_[i_].data, observed_[i_].nrows, \
+                    observed_[i_].width);                                                 \
+        }                                                                                 \
+    } while (0)
+
+static void block_forward(GPT2 *model, int layer, int B, int T) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
-    LayerTensors w = layer_tensors(&model->params, cfg, l);
-    LayerActivations a = layer_activations(model, l, B, T);
+    LayerTensors w = layer_tensors(&model->params, cfg, layer);
+    LayerActivations a = layer_activations(model, layer, B, T);
     ActivationTensors *s = &model->acts;  // the scratch buffers
 
-    layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C);
-    fwd_lap(model, PROF_LAYERNORM);
-    observe(model, "ln1_mean", l, a.ln1_mean, N, 1);
-    observe(model, "ln1_rstd", l, a.ln1_rstd, N, 1);
-    observe(model, "ln1", l, s->ln, N, C);
-    matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "qkv", l, a.qkv, N, 3 * C);
-    attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH);
-    fwd_lap(model, PROF_ATTENTION);
-    observe(model, "att_lse", l, a.att_lse, (size_t)B * NH, T);
-    observe(model, "atty", l, s->atty, N, C);
-    matmul_forward_residual(a.residual2, a.input, s->atty, w.attprojw, w.attprojb, N, C, C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "residual2", l, a.residual2, N, C);
+    FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C),
+            {"ln1_mean", a.ln1_mean, N, 1}, {"ln1_rstd", a.ln1_rstd, N, 1}, {"ln1", s->ln, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C), {"qkv", a.qkv, N, 3 * C});
+    FORWARD(PROF_ATTENTION, attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH),
+            {"att_lse", a.att_lse, (size_t)B * NH, T}, {"atty", s->atty, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, s->atty, w.attprojw, w.attprojb, N, C, C),
+            {"residual2", a.residual2, N, C});
 
-    layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C);
-    fwd_lap(model, PROF_LAYERNORM);
-    observe(model, "ln2_mean", l, a.ln2_mean, N, 1);
-    observe(model, "ln2_rstd", l, a.ln2_rstd, N, 1);
-    observe(model, "ln2", l, s->ln, N, C);
-    matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "fch", l, a.fch, N, 4 * C);
-    observe(model, "fch_gelu", l, s->fch_gelu, N, 4 * C);
-    matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "residual3", l, a.residual3, N, C);
+    FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C),
+            {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", s->ln, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C),
+            {"fch", a.fch, N, 4 * C}, {"fch_gelu", s->fch_gelu, N, 4 * C});
+    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C),
+            {"residual3", a.residual3, N, C});
 }
 
 // On entry acts.dresidual holds the gradient of the layer's output (residual3);
@@ -581,17 +581,14 @@ static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
     check_tokens(model, inputs, B * T, "input");
     const int N = B * T, C = cfg->channels, L = cfg->num_layers;
     ActivationTensors *acts = &model->acts;
-    encoder_forward(acts->encoded, inputs, model->params.wte, model->params.wpe, B, T, C);
-    fwd_lap(model, PROF_ENCODER);
-    observe(model, "encoded", -1, acts->encoded, N, C);
+    const int layer = -1;  // outside the blocks, for FORWARD's observer
+    FORWARD(PROF_ENCODER, encoder_forward(acts->encoded, inputs, model->params.wte, model->params.wpe, B, T, C),
+            {"encoded", acts->encoded, N, C});
     for (int l = 0; l < L; l++) { block_forward(model, l, B, T); }
     const float *last = acts->residual3 + (size_t)(L - 1) * N * C;
-    layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, last, model->params.lnfw,
-                      model->params.lnfb, N, C);
-    fwd_lap(model, PROF_LAYERNORM);
-    observe(model, "lnf_mean", -1, acts->lnf_mean, N, 1);
-    observe(model, "lnf_rstd", -1, acts->lnf_rstd, N, 1);
-    observe(model, "lnf", -1, acts->lnf, N, C);
+    FORWARD(PROF_LAYERNORM, layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, last, model->params.lnfw,
+                                              model->params.lnfb, N, C),
+            {"lnf_mean", acts->lnf_mean, N, 1}, {"lnf_rstd", acts->lnf_rstd, N, 1}, {"lnf", acts->lnf, N, C});
 }
 
 // The classifier over all N rows, chunk by chunk (see classifier.h). With
