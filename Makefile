@@ -51,7 +51,7 @@ test_sampler: test_sampler.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and a PyTorch loop.
-bench-generate: generate
+bench-generate: generate tokenize
 	$(MAKE) -C dev/cpu read_bandwidth
 	bash scripts/bench_generate.sh
 
