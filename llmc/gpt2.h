@@ -486,8 +486,8 @@ typedef struct {
         fwd_lap(model, kind);                                                             \
         const Observed observed_[] = {__VA_ARGS__};                                       \
         for (size_t i_ = 0; i_ < sizeof(observed_) / sizeof(observed_[0]); i_++) {        \
-            observe(model, observed_[i_].name, layer, observed_[i_].data, observed_[i_].nrows, \
-                    observed_[i_].width);                                                 \
+            const Observed *o_ = &observed_[i_];                                          \
+            observe(model, o_->name, layer, o_->data, o_->nrows, o_->width);              \
         }                                                                                 \
     } while (0)
 
@@ -510,7 +510,8 @@ static void block_forward(GPT2 *model, int layer, int B, int T) {
             {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", s->ln, N, C});
     FORWARD(PROF_MATMUL, matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C),
             {"fch", a.fch, N, 4 * C}, {"fch_gelu", s->fch_gelu, N, 4 * C});
-    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C),
+    FORWARD(PROF_MATMUL,
+            matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C),
             {"residual3", a.residual3, N, C});
 }
 

@@ -7,8 +7,9 @@ several uses of one tensor (and of several micro-batches); matmul_backward_ex ca
 instead, which saves zeroing them first.
 
 One row (BT = 1, incremental decoding) runs on gemv.h's matrix-vector product, which reads
-the weights once in place (memory-bound); everything else on the packed GEMM of gemm.h (its header comment has the blocking, the
-threading and the packing buffers: allocated once per thread, on first use or by gemm_init).
+the weights once in place (memory-bound); everything else on the packed GEMM of gemm.h (its
+header comment has the blocking, the threading and the packing buffers: allocated once per
+thread, on first use or by gemm_init).
 Each function opens its own OpenMP parallel region; call them from serial code. Results are
 bit-identical run after run and for any thread count. The simple versions these replace are
 version 1 in dev/cpu/matmul_forward.c and dev/cpu/matmul_backward.c.

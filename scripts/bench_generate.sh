@@ -8,8 +8,12 @@
 # - the whole generation (prompt + N tokens, greedy) against a PyTorch loop that
 #   re-runs the full sequence for every token (scripts/bench_generate.py), same
 #   model file, prompt, thread count; run interleaved, ROUNDS times, best of each.
-#   THREADS=2 ROUNDS=2 NEW=64 bash scripts/bench_generate.sh
+# OMP_WAIT_POLICY defaults to passive here: on a shared, oversubscribed machine, threads
+# that spin at the ~100 small parallel regions of a token wait for each other's time
+# slices (5-10x slower); on a quiet machine passive costs a futex wake per region (~1%).
+#   THREADS=2 ROUNDS=2 NEW=64 OMP_WAIT_POLICY=active bash scripts/bench_generate.sh
 set -euo pipefail
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-2}
@@ -20,7 +24,7 @@ PY=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $THREADS threads; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $THREADS threads (OMP_WAIT_POLICY=$OMP_WAIT_POLICY); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 $PY scripts/bench_generate.py --write-model "$tmp/d12.bin" --depth d12
 printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\nYou are all resolved rather to die than to famish?\n' > "$tmp/prompt.txt"
