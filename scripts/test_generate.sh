@@ -22,7 +22,7 @@ for variant in "portable|PORTABLE=1" "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WID
     IFS='|' read -r what flags <<< "$variant"
     dir=$tmp/variant
     rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile test_kvcache.c llmc "$dir/"
-    if out=$(make -s -C "$dir" "$flags" test_kvcache 2>&1) && out=$("$dir/test_kvcache" $SMALL -n 200 -w 64 2>&1); then
+    if out=$(make -s -C "$dir" "$flags" test_kvcache 2>&1) && out=$("$dir/test_kvcache" $SMALL -n 120 -w 32 2>&1); then
         pass "cached logits = full forward's, $what build"
     else
         fail "cached logits, $what build" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
