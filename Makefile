@@ -39,14 +39,14 @@ else
   TRAIN_CC = $(CC)
 endif
 
-PROGRAMS = train_gpt2 test_gpt2
+PROGRAMS = train_gpt2 test_gpt2 generate test_kvcache test_sampler
 PROGRAMS += eval  # loss, perplexity and HellaSwag of a model, without training
 HEADERS = $(wildcard llmc/*.h)
 # The data pipeline: GPT-2 BPE encoder (llmc/bpe.h) and the llm.c dataset writer.
 # (Defined before `all`, whose prerequisites are expanded where the rule is read.)
 TOOLS = tokenize prepare_data
 
-.PHONY: all test clean data bench bench-mpi bench-tokenizer profile setup train soak
+.PHONY: all test clean data bench bench-mpi bench-generate bench-tokenizer profile setup train soak
 
 all: $(PROGRAMS) $(TOOLS)
 
@@ -58,6 +58,21 @@ test_gpt2: test_gpt2.c $(HEADERS)
 
 eval: eval.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# Text from a prompt through the key/value cache, and its check against the full forward.
+generate: generate.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+test_kvcache: test_kvcache.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+test_sampler: test_sampler.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and a PyTorch loop.
+bench-generate: generate tokenize
+	$(MAKE) -C dev/cpu read_bandwidth
+	bash scripts/bench_generate.sh
 
 
 tokenize: tokenize.c $(HEADERS)

@@ -299,17 +299,17 @@ static int next_rank_batch(DataLoader *loader, int *inputs, int *targets) {
     return new_epoch;
 }
 
-// Generates n tokens after the end-of-text token and prints them. The context
-// is the last T tokens when the sample grows longer than the model's T.
-static void generate_sample(GPT2 *model, const Tokenizer *tok, int *tokens, int n, int eot,
+// Generates n tokens after the end-of-text token and prints them, one position's
+// forward per token through the key/value cache (gpt2.h), whose window is the
+// training T: a sample longer than that slides (the last T/2 tokens re-encoded).
+static void generate_sample(GPT2 *model, GPT2Cache *cache, const Tokenizer *tok, int *tokens, int n, int eot,
                             float temperature, int top_k, uint64_t *rng, float *scratch) {
-    const int maxT = model->seq_len, V = model->config.vocab_size;
+    const int V = model->config.vocab_size;
     tokens[0] = eot;
+    gpt2_cache_reset(cache);
     printf("generating:\n---\n");
     for (int i = 1; i <= n; i++) {
-        int start = i > maxT ? i - maxT : 0, len = i - start;
-        gpt2_forward(model, tokens + start, NULL, 1, len);
-        const float *logits = gpt2_logits(model, len - 1);
+        const float *logits = gpt2_cache_logits(model, cache, tokens, i);
         int next = sample_token(logits, V, temperature, top_k, random_f32(rng), scratch);
         tokens[i] = next;
         tokenizer_print(tok, (uint32_t)next, stdout);
@@ -530,6 +530,8 @@ int main(int argc, char **argv) {
     int *gen_tokens = malloc_or_die(((size_t)args.gen_tokens + 1) * sizeof(int), "sample tokens");
     float *sample_scratch = malloc_or_die((size_t)config.vocab_size * sizeof(float), "sampler");
     int *eval_tokens = args.eval_every > 0 ? malloc_or_die(2 * (size_t)tokens_per_micro * sizeof(int), "eval") : NULL;
+    GPT2Cache sample_cache = {0};
+    if (args.sample_every > 0 && zero.rank == 0) { gpt2_cache_create(&sample_cache, &model, args.T); }
 
     const int first_step = state.step;
     for (int step = first_step; step <= max_steps; step++) {
@@ -551,7 +553,7 @@ int main(int argc, char **argv) {
             runlog_printf(&log, "s:%d eval:%.4f\n", step, acc_norm);
         }
         if (!just_resumed && args.sample_every > 0 && zero.rank == 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
-            generate_sample(&model, &tokenizer, gen_tokens, args.gen_tokens, eot, args.temperature,
+            generate_sample(&model, &sample_cache, &tokenizer, gen_tokens, args.gen_tokens, eot, args.temperature,
                             args.top_k, &state.sample_rng, sample_scratch);
         }
         // a stop signal (during the step before, or this step's validation or sample) is
@@ -640,6 +642,7 @@ int main(int argc, char **argv) {
     free(rank_targets);
     free(gen_tokens);
     free(sample_scratch);
+    gpt2_cache_free(&sample_cache);
     if (args.sample_every > 0 && zero.rank == 0) { tokenizer_free(&tokenizer); }
     dataloader_free(&train_loader);
     if (args.val_every > 0) { dataloader_free(&val_loader); }

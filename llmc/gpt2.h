@@ -277,10 +277,12 @@ static const char *human_bytes(double bytes, char buf[32]) {
 
 // Allocates the arena for config and activations of up to (B, T), and zeroes
 // the gradients and AdamW state. Parameters are then loaded or initialized.
+// training 0 (generate, evaluation): no gradients nor AdamW state (a quarter of the
+// memory), and no summary printed, since stdout carries the program's output.
 // adamw_floats: 0, or the size of a shard of the flat m and v that is all this
 // process keeps (ZeRO-1, llmc/zero.h); m and v then have only m_memory, v_memory.
-static void gpt2_create_sharded(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
-                                size_t adamw_floats) {
+static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
+                           int training, size_t adamw_floats) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
     if (B < 1) { die("batch size B=%d must be at least 1", B); }
@@ -301,26 +303,29 @@ static void gpt2_create_sharded(GPT2 *model, const GPT2Config *config, int B, in
     size_t acts_floats = point_tensors(NULL, model->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
     model->num_activations = acts_floats;
     model->params_span = params_floats;
-    const int sharded = adamw_floats > 0 && adamw_floats < params_floats;
-    const size_t mv_floats = sharded ? (adamw_floats + 15) / 16 * 16 : params_floats;
-    model->arena_bytes = (2 * params_floats + 2 * mv_floats + acts_floats) * sizeof(float);
+    const int sharded = training && adamw_floats > 0 && adamw_floats < params_floats;
+    const size_t mv_floats = !training ? 0 : sharded ? (adamw_floats + 15) / 16 * 16 : params_floats;
+    const size_t grads_floats = training ? params_floats : 0;
+    model->arena_bytes = (params_floats + grads_floats + 2 * mv_floats + acts_floats) * sizeof(float);
     model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
     gemm_init();  // the matmuls' packing buffers, once
     float *p = model->arena;
     model->params_memory = p; p += params_floats;
-    model->grads_memory = p;  p += params_floats;
-    model->m_memory = p;      p += mv_floats;
-    model->v_memory = p;      p += mv_floats;
     point_tensors((float **)&model->params, model->param_sizes, NUM_PARAMETER_TENSORS, model->params_memory);
-    point_tensors((float **)&model->grads, model->param_sizes, NUM_PARAMETER_TENSORS, model->grads_memory);
-    if (!sharded) {
+    if (training) {
+        model->grads_memory = p;  p += params_floats;
+        model->m_memory = p;      p += mv_floats;
+        model->v_memory = p;      p += mv_floats;
+        point_tensors((float **)&model->grads, model->param_sizes, NUM_PARAMETER_TENSORS, model->grads_memory);
+    }
+    if (training && !sharded) {
         point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
         point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
     }
     point_tensors((float **)&model->acts, model->act_sizes, NUM_ACTIVATION_TENSORS, p);
     // zero the padding between tensors too: the whole of params, grads, m and v; and first
     // touch every page of the arena now, on all threads (page faults are most of the cost)
-    const size_t arena_floats = 2 * params_floats + 2 * mv_floats + acts_floats, zero_block = (size_t)1 << 20;
+    const size_t arena_floats = params_floats + grads_floats + 2 * mv_floats + acts_floats, zero_block = (size_t)1 << 20;
     #pragma omp parallel for schedule(static)
     for (long long b = 0; b < (long long)((arena_floats + zero_block - 1) / zero_block); b++) {
         const size_t i0 = (size_t)b * zero_block;
@@ -329,6 +334,7 @@ static void gpt2_create_sharded(GPT2 *model, const GPT2Config *config, int B, in
     model->mean_loss = -1.0f;
 
     char b1[32], b2[32], b3[32], b4[32];
+    if (!training) { return; }  // the caller reports what it loaded (stdout is its output)
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
            config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
            config->padded_vocab_size, nparams);
@@ -338,7 +344,12 @@ static void gpt2_create_sharded(GPT2 *model, const GPT2Config *config, int B, in
 }
 
 static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {
-    gpt2_create_sharded(model, config, B, T, source, 0);
+    gpt2_create_ex(model, config, B, T, source, 1, 0);
+}
+
+static void gpt2_create_sharded(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
+                                size_t adamw_floats) {
+    gpt2_create_ex(model, config, B, T, source, 1, adamw_floats);
 }
 
 static void gpt2_free(GPT2 *model) {
@@ -487,41 +498,52 @@ static void observe(const GPT2 *model, const char *name, int layer, float *data,
     if (model->observer != NULL) { model->observer(model->observer_ctx, name, layer, data, 0, nrows, width); }
 }
 
-static void block_forward(GPT2 *model, int l, int B, int T) {
+// A tensor a kernel produced, for the observer: nrows rows of width floats.
+typedef struct {
+    const char *name;
+    float *data;
+    size_t nrows, width;
+} Observed;
+
+// FORWARD(kind, kernel call, {name, data, rows, width}...): runs the call, charges its
+// time to profile kind `kind`, then shows the observer each tensor listed, in order.
+// BACKWARD the same for the backward pass. Expect `model` and `layer` (-1 outside the
+// blocks) in scope.
+#define RUN_KERNEL(pass, kind, call, ...)                                                 \
+    do {                                                                                  \
+        call;                                                                             \
+        profile_lap(&model->profile, kind, pass);                                         \
+        const Observed observed_[] = {__VA_ARGS__};  /* may be empty (GNU C) */           \
+        const Observed *end_ = observed_ + sizeof(observed_) / sizeof(Observed);          \
+        for (const Observed *o_ = observed_; o_ != end_; o_++) {                          \
+            observe(model, o_->name, layer, o_->data, o_->nrows, o_->width);              \
+        }                                                                                 \
+    } while (0)
+#define FORWARD(kind, call, ...) RUN_KERNEL(FWD, kind, call, __VA_ARGS__)
+#define BACKWARD(kind, call, ...) RUN_KERNEL(BWD, kind, call, __VA_ARGS__)
+
+static void block_forward(GPT2 *model, int layer, int B, int T) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
-    LayerTensors w = layer_tensors(&model->params, cfg, l);
-    LayerActivations a = layer_activations(model, l, B, T);
+    LayerTensors w = layer_tensors(&model->params, cfg, layer);
+    LayerActivations a = layer_activations(model, layer, B, T);
     ActivationTensors *s = &model->acts;  // the scratch buffers
 
-    layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C);
-    fwd_lap(model, PROF_LAYERNORM);
-    observe(model, "ln1_mean", l, a.ln1_mean, N, 1);
-    observe(model, "ln1_rstd", l, a.ln1_rstd, N, 1);
-    observe(model, "ln1", l, s->ln, N, C);
-    matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "qkv", l, a.qkv, N, 3 * C);
-    attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH);
-    fwd_lap(model, PROF_ATTENTION);
-    observe(model, "att_lse", l, a.att_lse, (size_t)B * NH, T);
-    observe(model, "atty", l, s->atty, N, C);
-    matmul_forward_residual(a.residual2, a.input, s->atty, w.attprojw, w.attprojb, N, C, C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "residual2", l, a.residual2, N, C);
+    FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C),
+            {"ln1_mean", a.ln1_mean, N, 1}, {"ln1_rstd", a.ln1_rstd, N, 1}, {"ln1", s->ln, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C), {"qkv", a.qkv, N, 3 * C});
+    FORWARD(PROF_ATTENTION, attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH),
+            {"att_lse", a.att_lse, (size_t)B * NH, T}, {"atty", s->atty, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, s->atty, w.attprojw, w.attprojb, N, C, C),
+            {"residual2", a.residual2, N, C});
 
-    layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C);
-    fwd_lap(model, PROF_LAYERNORM);
-    observe(model, "ln2_mean", l, a.ln2_mean, N, 1);
-    observe(model, "ln2_rstd", l, a.ln2_rstd, N, 1);
-    observe(model, "ln2", l, s->ln, N, C);
-    matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "fch", l, a.fch, N, 4 * C);
-    observe(model, "fch_gelu", l, s->fch_gelu, N, 4 * C);
-    matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
-    fwd_lap(model, PROF_MATMUL);
-    observe(model, "residual3", l, a.residual3, N, C);
+    FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C),
+            {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", s->ln, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C),
+            {"fch", a.fch, N, 4 * C}, {"fch_gelu", s->fch_gelu, N, 4 * C});
+    FORWARD(PROF_MATMUL,
+            matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C),
+            {"residual3", a.residual3, N, C});
 }
 
 // On entry acts.dresidual holds the gradient of the layer's output (residual3);
@@ -529,59 +551,41 @@ static void block_forward(GPT2 *model, int l, int B, int T) {
 // adds them in the projections' epilogue (matmul_forward_residual); the backward
 // passes dresidual on unchanged, and each branch's LayerNorm backward adds its
 // gradient into it.
-static void block_backward(GPT2 *model, int l, int B, int T) {
+static void block_backward(GPT2 *model, int layer, int B, int T) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
-    LayerTensors w = layer_tensors(&model->params, cfg, l);
-    LayerTensors g = layer_tensors(&model->grads, cfg, l);
-    LayerActivations a = layer_activations(model, l, B, T);
+    LayerTensors w = layer_tensors(&model->params, cfg, layer);
+    LayerTensors g = layer_tensors(&model->grads, cfg, layer);
+    LayerActivations a = layer_activations(model, layer, B, T);
     ActivationTensors *s = &model->acts;
+    observe(model, "dresidual3", layer, s->dresidual, N, C);
 
-    observe(model, "dresidual3", l, s->dresidual, N, C);
+    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); gelu and ln2 recomputed
+    BACKWARD(PROF_GELU, gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C), {"fch_gelu", s->fch_gelu, N, 4 * C});
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw,
+                                             N, 4 * C, C, MATMUL_OVERWRITE_DINP));
+    BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
+    BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C),
+             {"ln2", s->ln, N, C});
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C,
+                                             MATMUL_OVERWRITE_DINP), {"dln2", s->dln, N, C});
+    BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
+                                                a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
 
-    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-    gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C);  // recompute
-    bwd_lap(model, PROF_GELU);
-    observe(model, "fch_gelu", l, s->fch_gelu, N, 4 * C);
-    matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw, N, 4 * C, C,
-                       MATMUL_OVERWRITE_DINP);
-    bwd_lap(model, PROF_MATMUL);
-    gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C);
-    bwd_lap(model, PROF_GELU);
-    observe(model, "dfch", l, s->dfch, N, 4 * C);
-    layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C);  // recompute
-    bwd_lap(model, PROF_LAYERNORM);
-    observe(model, "ln2", l, s->ln, N, C);
-    matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C, MATMUL_OVERWRITE_DINP);
-    bwd_lap(model, PROF_MATMUL);
-    observe(model, "dln2", l, s->dln, N, C);
-    layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean, a.ln2_rstd,
-                       w.ln2w, N, C);
-    bwd_lap(model, PROF_LAYERNORM);
-    observe(model, "dresidual2", l, s->dresidual, N, C);
-
-    // attention: residual2 = input + attproj(attention(qkv(ln1(input))))
-    attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH);  // recompute (lse comes out the same)
-    bwd_lap(model, PROF_ATTENTION);
-    observe(model, "atty", l, s->atty, N, C);
-    matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, s->atty, w.attprojw, N, C, C,
-                       MATMUL_OVERWRITE_DINP);
-    bwd_lap(model, PROF_MATMUL);
-    observe(model, "datty", l, s->datty, N, C);
-    memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float));
-    bwd_lap(model, PROF_ZEROING);
-    attention_backward(s->dqkv, s->datty, s->atty, a.att_lse, a.qkv, B, T, C, NH);
-    bwd_lap(model, PROF_ATTENTION);
-    observe(model, "dqkv", l, s->dqkv, N, 3 * C);
-    layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C);  // recompute
-    bwd_lap(model, PROF_LAYERNORM);
-    observe(model, "ln1", l, s->ln, N, C);
-    matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C, MATMUL_OVERWRITE_DINP);
-    bwd_lap(model, PROF_MATMUL);
-    observe(model, "dln1", l, s->dln, N, C);
-    layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean, a.ln1_rstd,
-                       w.ln1w, N, C);
-    bwd_lap(model, PROF_LAYERNORM);
+    // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); the attention output
+    // and ln1 recomputed (the lse comes out the same)
+    BACKWARD(PROF_ATTENTION, attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH), {"atty", s->atty, N, C});
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, s->atty, w.attprojw,
+                                             N, C, C, MATMUL_OVERWRITE_DINP), {"datty", s->datty, N, C});
+    BACKWARD(PROF_ZEROING, memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float)));
+    BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, s->atty, a.att_lse, a.qkv, B, T, C, NH),
+             {"dqkv", s->dqkv, N, 3 * C});
+    BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C),
+             {"ln1", s->ln, N, C});
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C,
+                                             MATMUL_OVERWRITE_DINP), {"dln1", s->dln, N, C});
+    BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean,
+                                                a.ln1_rstd, w.ln1w, N, C));
 }
 
 static void check_tokens(const GPT2 *model, const int *tokens, int N, const char *what) {
@@ -603,17 +607,14 @@ static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
     check_tokens(model, inputs, B * T, "input");
     const int N = B * T, C = cfg->channels, L = cfg->num_layers;
     ActivationTensors *acts = &model->acts;
-    encoder_forward(acts->encoded, inputs, model->params.wte, model->params.wpe, B, T, C);
-    fwd_lap(model, PROF_ENCODER);
-    observe(model, "encoded", -1, acts->encoded, N, C);
+    const int layer = -1;  // outside the blocks, for FORWARD's observer
+    FORWARD(PROF_ENCODER, encoder_forward(acts->encoded, inputs, model->params.wte, model->params.wpe, B, T, C),
+            {"encoded", acts->encoded, N, C});
     for (int l = 0; l < L; l++) { block_forward(model, l, B, T); }
     const float *last = acts->residual3 + (size_t)(L - 1) * N * C;
-    layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, last, model->params.lnfw,
-                      model->params.lnfb, N, C);
-    fwd_lap(model, PROF_LAYERNORM);
-    observe(model, "lnf_mean", -1, acts->lnf_mean, N, 1);
-    observe(model, "lnf_rstd", -1, acts->lnf_rstd, N, 1);
-    observe(model, "lnf", -1, acts->lnf, N, C);
+    FORWARD(PROF_LAYERNORM, layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, last, model->params.lnfw,
+                                              model->params.lnfb, N, C),
+            {"lnf_mean", acts->lnf_mean, N, 1}, {"lnf_rstd", acts->lnf_rstd, N, 1}, {"lnf", acts->lnf, N, C});
 }
 
 // The classifier over all N rows, chunk by chunk (see classifier.h). With
@@ -669,6 +670,134 @@ static const float *gpt2_logits(GPT2 *model, int row) {
     matmul_forward(model->acts.logits, model->acts.lnf + (size_t)row * cfg->channels, model->params.wte,
                    NULL, 1, cfg->channels, cfg->padded_vocab_size);
     return model->acts.logits;
+}
+
+// ----------------------------------------------------------------------------
+// incremental decoding with a key/value cache (generate, train_gpt2's samples)
+//
+// The keys and values of every layer are kept for the positions seen so far, so
+// each new token costs one position's forward: matmuls on one row (gemv.h, bound
+// by reading the weights) and one query against the cache (attention.h); the
+// prefix is never recomputed and no (T, T) tensor exists. The first tokens (a
+// prompt) go through the ordinary batched forward over (1, n), whose per-layer
+// qkv fills the cache. When the cache is full (window positions), it slides: it
+// restarts from the last window/2 tokens, re-encoded by one batched forward, so
+// positions stay below window. The same arithmetic as the full forward, in
+// another order of the sums: logits agree to fp32 rounding (test_kvcache).
+
+typedef struct {
+    int window;       // positions the cache holds: the longest context
+    int start;        // the index, in the caller's token sequence, of cache position 0
+    int len;          // positions filled
+    float *k, *v;     // (L, NH, window, hs): keys and values, contiguous per head
+    float *x;         // (C) the residual stream of the new position
+    float *ln;        // (C) a LayerNorm output
+    float *qkv;       // (3C)
+    float *atty;      // (C)
+    float *fch_gelu;  // (4C)
+    float *scores;    // (NH, window) one row of attention scores per head
+    float *stats;     // (2) a LayerNorm's mean and rstd
+    float *logits;    // (Vp)
+    float *memory;    // all of the above, allocated once
+} GPT2Cache;
+
+// A cache of `window` positions for model, whose activations must hold (1, window):
+// the batched forward of a prompt or a slide runs in them.
+static void gpt2_cache_create(GPT2Cache *cache, const GPT2 *model, int window) {
+    const GPT2Config *cfg = &model->config;
+    if (window < 1 || window > cfg->max_seq_len || window > model->seq_len) {
+        die("a key/value cache of %d positions: outside 1..%d (the model's maxT and activations)", window,
+            cfg->max_seq_len < model->seq_len ? cfg->max_seq_len : model->seq_len);
+    }
+    memset(cache, 0, sizeof(*cache));
+    cache->window = window;
+    const size_t C = cfg->channels, L = cfg->num_layers, NH = cfg->num_heads;
+    size_t sizes[10] = {L * window * C, L * window * C, C, C, 3 * C, C, 4 * C, NH * window, 2,
+                        cfg->padded_vocab_size};
+    float **tensors[10] = {&cache->k, &cache->v, &cache->x, &cache->ln, &cache->qkv, &cache->atty,
+                           &cache->fch_gelu, &cache->scores, &cache->stats, &cache->logits};
+    float *ptrs[10];
+    const size_t floats = point_tensors(NULL, sizes, 10, NULL);
+    cache->memory = arena_alloc_or_die(floats * sizeof(float), "the key/value cache");
+    memset(cache->memory, 0, floats * sizeof(float));
+    point_tensors(ptrs, sizes, 10, cache->memory);
+    for (int i = 0; i < 10; i++) { *tensors[i] = ptrs[i]; }
+}
+
+static void gpt2_cache_free(GPT2Cache *cache) {
+    free(cache->memory);
+    cache->memory = NULL;
+}
+
+// Forget the sequence: the next gpt2_cache_logits starts afresh.
+static void gpt2_cache_reset(GPT2Cache *cache) { cache->start = cache->len = 0; }
+
+// Copies the key and value of positions [t0, t0 + n) from rows of qkv (n, 3C) into layer l.
+static void gpt2_cache_store(GPT2Cache *cache, const GPT2Config *cfg, int l, const float *qkv, int t0, int n) {
+    const int C = cfg->channels, NH = cfg->num_heads, hs = C / NH;
+    for (int t = 0; t < n; t++) {
+        for (int h = 0; h < NH; h++) {
+            const size_t dst = (((size_t)l * NH + h) * cache->window + t0 + t) * hs;
+            memcpy(cache->k + dst, qkv + (size_t)t * 3 * C + C + h * hs, hs * sizeof(float));
+            memcpy(cache->v + dst, qkv + (size_t)t * 3 * C + 2 * C + h * hs, hs * sizeof(float));
+        }
+    }
+}
+
+// The batched forward over tokens (n) at positions 0..n-1, which fills the cache.
+// Returns the logits (Vp) of the last position.
+static const float *gpt2_cache_prefill(GPT2 *model, GPT2Cache *cache, const int *tokens, int n) {
+    const GPT2Config *cfg = &model->config;
+    gpt2_forward(model, tokens, NULL, 1, n);
+    for (int l = 0; l < cfg->num_layers; l++) {
+        gpt2_cache_store(cache, cfg, l, layer_activations(model, l, 1, n).qkv, 0, n);
+    }
+    cache->len = n;
+    return gpt2_logits(model, n - 1);
+}
+
+// One position's forward: token at position cache->len, against the cached keys and
+// values of the positions before it. Returns its logits (Vp).
+static const float *gpt2_cache_step(GPT2 *model, GPT2Cache *cache, int token) {
+    const GPT2Config *cfg = &model->config;
+    const int C = cfg->channels, NH = cfg->num_heads, pos = cache->len;
+    check_tokens(model, &token, 1, "input");
+    const float *tok = model->params.wte + (size_t)token * C, *wpe = model->params.wpe + (size_t)pos * C;
+    float *x = cache->x, *mean = cache->stats, *rstd = cache->stats + 1;
+    for (int c = 0; c < C; c++) { x[c] = tok[c] + wpe[c]; }
+    for (int l = 0; l < cfg->num_layers; l++) {
+        LayerTensors w = layer_tensors(&model->params, cfg, l);
+        const size_t layer = (size_t)l * cache->window * C;  // NH * window * hs
+        layernorm_forward(cache->ln, mean, rstd, x, w.ln1w, w.ln1b, 1, C);
+        matmul_forward(cache->qkv, cache->ln, w.qkvw, w.qkvb, 1, C, 3 * C);
+        gpt2_cache_store(cache, cfg, l, cache->qkv, pos, 1);
+        attention_forward_cached(cache->atty, cache->qkv, cache->k + layer, cache->v + layer, pos + 1,
+                                 cache->window, C, NH, cache->scores);
+        matmul_forward_residual(x, x, cache->atty, w.attprojw, w.attprojb, 1, C, C);
+        layernorm_forward(cache->ln, mean, rstd, x, w.ln2w, w.ln2b, 1, C);
+        matmul_forward_gelu(cache->fch_gelu, NULL, cache->ln, w.fcw, w.fcb, 1, C, 4 * C);
+        matmul_forward_residual(x, x, cache->fch_gelu, w.fcprojw, w.fcprojb, 1, 4 * C, C);
+    }
+    layernorm_forward(cache->ln, mean, rstd, x, model->params.lnfw, model->params.lnfb, 1, C);
+    matmul_forward(cache->logits, cache->ln, model->params.wte, NULL, 1, C, cfg->padded_vocab_size);
+    cache->len++;
+    return cache->logits;
+}
+
+// The logits (Vp) that predict token n of a sequence from tokens[0..n), n >= 1.
+// Called with n one more than last time (the sequence grew by the token just
+// sampled), it costs one position's forward; a full cache slides; any other n
+// (a first call, a new sequence) re-encodes the last min(n, window) tokens, or
+// window/2 of them when there are more than window.
+static const float *gpt2_cache_logits(GPT2 *model, GPT2Cache *cache, const int *tokens, int n) {
+    if (n < 1) { die("gpt2_cache_logits: an empty sequence"); }
+    if (cache->len > 0 && cache->start + cache->len == n - 1 && cache->len < cache->window) {
+        return gpt2_cache_step(model, cache, tokens[n - 1]);
+    }
+    const int keep = cache->window / 2 > 0 ? cache->window / 2 : 1;
+    const int count = n <= cache->window ? n : keep;
+    cache->start = n - count;
+    return gpt2_cache_prefill(model, cache, tokens + cache->start, count);
 }
 
 // Training: forward pass, loss, and backward pass, accumulating into the

@@ -6,8 +6,10 @@ matmul_backward accumulates (+=) into its outputs, so a caller can sum the gradi
 several uses of one tensor (and of several micro-batches); matmul_backward_ex can overwrite
 instead, which saves zeroing them first.
 
-All of it runs on the packed GEMM of gemm.h (its header comment has the blocking, the
-threading and the packing buffers: allocated once per thread, on first use or by gemm_init).
+One row (BT = 1, incremental decoding) runs on gemv.h's matrix-vector product, which reads
+the weights once in place (memory-bound); everything else on the packed GEMM of gemm.h (its
+header comment has the blocking, the threading and the packing buffers: allocated once per
+thread, on first use or by gemm_init).
 Each function opens its own OpenMP parallel region; call them from serial code. Results are
 bit-identical run after run and for any thread count. The simple versions these replace are
 version 1 in dev/cpu/matmul_forward.c and dev/cpu/matmul_backward.c.
@@ -20,6 +22,7 @@ a block of vocabulary columns at a time.
 
 #include <stddef.h>
 #include "gemm.h"
+#include "gemv.h"
 
 // Precision of the matmuls (typedef Precision in gemm.h: PRECISION_FP32, PRECISION_BF16).
 // bf16: every matmul_* and gemm call after this one rounds both operands to bf16 (nearest
@@ -35,6 +38,7 @@ static const char *matmul_precision_path(void) { return gemm_path_name(); }
 // out (BT, OC) = inp (BT, C) . weight^T + bias. weight is (OC, C), bias is (OC) or NULL.
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int BT, int C, int OC) {
+    if (BT == 1) { gemv(out, NULL, inp, weight, bias, C, OC, 0, NULL); return; }
     const gemm_epilogue ep = {.bias = bias};
     gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
 }
@@ -43,6 +47,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
 // residual add in one pass. residual may be out itself (out += inp . weight^T + bias).
 static void matmul_forward_residual(float *out, const float *residual, const float *inp,
                                     const float *weight, const float *bias, int BT, int C, int OC) {
+    if (BT == 1) { gemv(out, residual, inp, weight, bias, C, OC, 0, NULL); return; }
     const gemm_epilogue ep = {.addend = residual, .ld_addend = OC, .bias = bias};
     gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
 }
@@ -55,6 +60,7 @@ static void matmul_forward_residual(float *out, const float *residual, const flo
 // backward pass would then recompute it); pre and out must not overlap.
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
                                 const float *bias, int BT, int C, int OC) {
+    if (BT == 1) { gemv(out, NULL, inp, weight, bias, C, OC, 1, pre); return; }
     const gemm_epilogue ep = {.bias = bias, .gelu = 1, .pre = pre, .ld_pre = OC};
     gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
 }
