@@ -6,8 +6,9 @@ matmul_backward accumulates (+=) into its outputs, so a caller can sum the gradi
 several uses of one tensor (and of several micro-batches); matmul_backward_ex can overwrite
 instead, which saves zeroing them first.
 
-One row (BT = 1, incremental decoding) runs on gemv.h's matrix-vector product, which reads
-the weights once in place (memory-bound); everything else on the packed GEMM of gemm.h (its
+One row (BT = 1, incremental decoding) in fp32 runs on gemv.h's matrix-vector product, which
+reads the weights once in place (memory-bound); everything else (and one row in bf16, whose
+rounding is the GEMM's packing) on the packed GEMM of gemm.h (its
 header comment has the blocking, the threading and the packing buffers: allocated once per
 thread, on first use or by gemm_init).
 Each function opens its own OpenMP parallel region; call them from serial code. Results are
@@ -35,10 +36,13 @@ static void matmul_set_precision(Precision p) { gemm_set_precision(p); }
 // Which kernel the matmuls run now, in words, e.g. "bf16 (AVX512_BF16 vdpbf16ps kernel)".
 static const char *matmul_precision_path(void) { return gemm_path_name(); }
 
+// One row on the GEMV: fp32 only (the bf16 rounding is the GEMM's packing).
+static int matmul_one_row(int BT) { return BT == 1 && gemm_precision == PRECISION_FP32; }
+
 // out (BT, OC) = inp (BT, C) . weight^T + bias. weight is (OC, C), bias is (OC) or NULL.
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int BT, int C, int OC) {
-    if (BT == 1) { gemv(out, NULL, inp, weight, bias, C, OC, 0, NULL); return; }
+    if (matmul_one_row(BT)) { gemv(out, NULL, inp, weight, bias, C, OC, 0, NULL); return; }
     const gemm_epilogue ep = {.bias = bias};
     gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
 }
@@ -47,7 +51,7 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
 // residual add in one pass. residual may be out itself (out += inp . weight^T + bias).
 static void matmul_forward_residual(float *out, const float *residual, const float *inp,
                                     const float *weight, const float *bias, int BT, int C, int OC) {
-    if (BT == 1) { gemv(out, residual, inp, weight, bias, C, OC, 0, NULL); return; }
+    if (matmul_one_row(BT)) { gemv(out, residual, inp, weight, bias, C, OC, 0, NULL); return; }
     const gemm_epilogue ep = {.addend = residual, .ld_addend = OC, .bias = bias};
     gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
 }
@@ -60,7 +64,7 @@ static void matmul_forward_residual(float *out, const float *residual, const flo
 // backward pass would then recompute it); pre and out must not overlap.
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
                                 const float *bias, int BT, int C, int OC) {
-    if (BT == 1) { gemv(out, NULL, inp, weight, bias, C, OC, 1, pre); return; }
+    if (matmul_one_row(BT)) { gemv(out, NULL, inp, weight, bias, C, OC, 1, pre); return; }
     const gemm_epilogue ep = {.bias = bias, .gelu = 1, .pre = pre, .ld_pre = OC};
     gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
 }
