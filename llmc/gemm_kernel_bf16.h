@@ -113,13 +113,14 @@ static int gemm_pack_panel_bf16_fast(int R, int kcp, const float *src, ptrdiff_t
         }
         return 1;
     }
-    if (s_r == 1 && R % 16 == 0) {
+    if (s_r == 1) {
         for (int p = 0; p < kcp; p++) {
             const float *lo = src + (ptrdiff_t)(2 * p) * s_k, *hi = lo + s_k;
             for (int r = 0; r < R; r += 16) {
-                const __m512i l = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(lo + r)));
-                const __m512i h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(hi + r)));
-                _mm512_store_si512((void *)(w + (size_t)p * R + r), _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+                const __mmask16 m = R - r >= 16 ? 0xffff : (__mmask16)((1u << (R - r)) - 1);  // 12-row A panels
+                const __m512i l = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo + r)));
+                const __m512i h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, hi + r)));
+                _mm512_mask_storeu_epi32((void *)(w + (size_t)p * R + r), m, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
             }
         }
         return 1;
