@@ -8,10 +8,10 @@ cd "$(dirname "$0")/.."
 
 # build-essential, zlib: the programs. python3-torch, python3-numpy: the PyTorch
 # reference. python3-regex, unicode-data, nodejs, npm: the tokenizer's references
-# and table check. libopenblas-dev: the yardstick of dev/cpu. gnuplot-nox: loss
+# and table check. libopenblas-dev, libdnnl-dev: the yardsticks of dev/cpu (fp32, bf16). gnuplot-nox: loss
 # plots. linux-perf: make profile. curl: downloads when no local copy is given.
 PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
-          libopenblas-dev gnuplot-nox linux-perf curl"
+          libopenblas-dev libdnnl-dev gnuplot-nox linux-perf curl"
 command -v node > /dev/null || PACKAGES="$PACKAGES nodejs"
 command -v npm > /dev/null || PACKAGES="$PACKAGES npm"
 missing=""
