@@ -43,12 +43,12 @@ if [ -x "$bin" ]; then
 fi
 
 # Mutants: a copy of the GEMM headers with one deliberate bf16 bug each must fail gemm_check's
-# bf16 checks. Each line: file | sed expression | needs AVX512_BF16 (caught only by native =
-# emulated) | what
+# bf16 checks. Each line: file | sed expression (no '|' in it) | needs AVX512_BF16 (caught only
+# by native = emulated) | what
 MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/    u += 0x7fffu + ((u >> 16) \& 1u);.*/    \/\/ truncated/|0|truncation instead of round-to-nearest-even"
     "llmc/gemm.h|s/                    gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);/                    if (r_panel == GEMM_MR) { f[(size_t)2 * p * r_panel + r] = hi; f[(size_t)(2 * p + 1) * r_panel + r] = lo; } else { gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi); }/|0|the A operand left unrounded (emulated path)"
-    "llmc/gemm_kernel_bf16.h|s/    return gemm_bf16_bits(hi) | (gemm_bf16_bits(lo) >> 16);/    return gemm_bf16_bits(lo) | (gemm_bf16_bits(hi) >> 16);/|1|pair order swapped in the native packing (k in the high half)"
+    "llmc/gemm_kernel_bf16.h|s/    return gemm_bf16_bits(hi) \(.\) (gemm_bf16_bits(lo) >> 16);/    return gemm_bf16_bits(lo) \1 (gemm_bf16_bits(hi) >> 16);/|1|pair order swapped in the native packing (k in the high half)"
     "llmc/gemm.h|s/    dst\[0\] = gemm_bf16_round(hi);/    dst[0] = gemm_bf16_round(lo);/;s/    dst\[step\] = gemm_bf16_round(lo);/    dst[step] = gemm_bf16_round(hi);/|1|pair order swapped in the emulated packing (k first)"
 )
 has_bf16=0
