@@ -69,6 +69,7 @@ typedef struct {
     int eval_every;               // --eval-every: HellaSwag every N steps, 0: never
     const char *eval_file;        // --eval-file
     int zero_stage;               // -z
+    int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
 } TrainArgs;
 
 static void print_usage(FILE *out) {
@@ -108,6 +109,7 @@ static void print_usage(FILE *out) {
         "  --keep K    keep the newest K checkpoints, 0 = all   default 0\n"
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
         "  --profile 0|1   print where the time of each step goes, kernel by kernel   default 0\n"
+        "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"
         "  -h          this help\n"
         "Threads: OMP_NUM_THREADS (default: all cores). Data-parallel: mpirun -np N ./train_gpt2 ...\n");
 }
@@ -193,6 +195,11 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--profile") == 0) { a->profile = (int)parse_long(flag, val, 0, 1); }
         else if (strcmp(flag, "--eval-every") == 0) { a->eval_every = (int)parse_long(flag, val, 0, INT_MAX); }
         else if (strcmp(flag, "--eval-file") == 0) { a->eval_file = val; }
+        else if (strcmp(flag, "--precision") == 0) {
+            if (strcmp(val, "fp32") == 0) { a->precision = PRECISION_FP32; }
+            else if (strcmp(val, "bf16") == 0) { a->precision = PRECISION_BF16; }
+            else { usage_error(flag, "'%s' is not fp32 or bf16", val); }
+        }
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else if (strcmp(flag, "-z") == 0) { a->zero_stage = (int)parse_long(flag, val, 0, 1); }
@@ -524,6 +531,8 @@ int main(int argc, char **argv) {
            "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), ranks, args.B, args.T, rank_accum,
            rank_accum > 1 ? "s" : "", accum * tokens_per_micro, max_steps, train_loader.num_shards,
            train_loader.batches_per_epoch);
+    matmul_set_precision((Precision)args.precision);
+    printf("precision: %s\n", matmul_precision_path());
 
     int *rank_inputs = malloc_or_die((size_t)tokens_per_micro * sizeof(int), "micro-batch");
     int *rank_targets = malloc_or_die((size_t)tokens_per_micro * sizeof(int), "micro-batch");

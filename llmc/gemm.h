@@ -322,7 +322,14 @@ static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float
         const size_t panel = (size_t)r0 * kcp * (native ? 1 : 2);
         uint32_t *w = wbuf + panel;
         float *f = fbuf + panel;
-        for (int p = 0; p < kcp; p++) {
+        int p = 0;
+#if GEMM_HAVE_BF16_KERNEL
+        // a full panel's full pairs, vectorized where the layout allows; the rest below
+        if (native && rn == r_panel && gemm_pack_panel_bf16_fast(r_panel, kfull, src + (ptrdiff_t)r0 * s_r, s_r, s_k, w)) {
+            p = kfull;
+        }
+#endif
+        for (; p < kcp; p++) {
             for (int r = 0; r < r_panel; r++) {
                 float lo = 0.0f, hi = 0.0f;
                 if (r < rn) {

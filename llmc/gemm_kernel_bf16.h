@@ -90,6 +90,44 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
     }
 }
 
+// Packs one full panel for the vdpbf16ps kernel: R rows (of A, or columns of B) by kcp full
+// pairs, element (r, k) at src[r*s_r + k*s_k], into w[p*R + r] = pair (k = 2p, 2p+1), rounding
+// with vcvtneps2bf16 (nearest-even, NaN kept; denormals become zero, which vdpbf16ps does to
+// them anyway). Two layouts run vectorized: s_k = 1 (a pair is two adjacent floats: 16 floats
+// make 8 words) and s_r = 1 (16 rows adjacent: two rows k, k+1 make 16 words); returns 0 for
+// any other, which the caller packs itself.
+GEMM_BF16_TARGET
+static int gemm_pack_panel_bf16_fast(int R, int kcp, const float *src, ptrdiff_t s_r, ptrdiff_t s_k, uint32_t *w) {
+    if (s_k == 1) {
+        const int p8 = kcp / 8 * 8;
+        for (int r = 0; r < R; r++) {
+            const float *row = src + r * s_r;
+            int p = 0;
+            for (; p < p8; p += 8) {
+                uint32_t words[8] __attribute__((aligned(32)));
+                _mm256_store_si256((__m256i *)words, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(row + 2 * p)));
+                #pragma GCC unroll 8
+                for (int q = 0; q < 8; q++) { w[(size_t)(p + q) * R + r] = words[q]; }
+            }
+            for (; p < kcp; p++) { w[(size_t)p * R + r] = gemm_bf16_pair(row[2 * p], row[2 * p + 1]); }
+        }
+        return 1;
+    }
+    if (s_r == 1) {
+        for (int p = 0; p < kcp; p++) {
+            const float *lo = src + (ptrdiff_t)(2 * p) * s_k, *hi = lo + s_k;
+            for (int r = 0; r < R; r += 16) {
+                const __mmask16 m = R - r >= 16 ? 0xffff : (__mmask16)((1u << (R - r)) - 1);  // 12-row A panels
+                const __m512i l = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo + r)));
+                const __m512i h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, hi + r)));
+                _mm512_mask_storeu_epi32((void *)(w + (size_t)p * R + r), m, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
 // 1 if this CPU (and OS) runs AVX-512 with AVX512_BF16.
 static int gemm_bf16_native_available(void) {
     __builtin_cpu_init();

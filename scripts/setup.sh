@@ -8,13 +8,13 @@ cd "$(dirname "$0")/.."
 
 # build-essential, zlib: the programs. python3-torch, python3-numpy: the PyTorch
 # reference. python3-regex, unicode-data, nodejs, npm: the tokenizer's references
-# and table check. libopenblas-dev: the yardstick of dev/cpu. gnuplot-nox: loss
+# and table check. libopenblas-dev, libdnnl-dev: the yardsticks of dev/cpu (fp32, bf16). gnuplot-nox: loss
 # plots. linux-perf: make profile. curl: downloads when no local copy is given.
 # openmpi-bin, libopenmpi-dev: data-parallel training (mpirun, mpicc); iproute2: the
 # two-host test's network namespaces. clang, libclang-rt-14-dev: the libFuzzer harnesses
 # (make fuzz).
 PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
-          libopenblas-dev gnuplot-nox linux-perf curl openmpi-bin libopenmpi-dev iproute2
+          libopenblas-dev libdnnl-dev gnuplot-nox linux-perf curl openmpi-bin libopenmpi-dev iproute2
           clang libclang-rt-14-dev"
 PACKAGES="$PACKAGES libgoogle-perftools4"  # tcmalloc, preloaded into make bench's PyTorch
 command -v node > /dev/null || PACKAGES="$PACKAGES nodejs"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GEMM behind every matmul (llmc/gemm.h), checked against float64 for each micro-kernel
 # variant: the one -march=native picks, each variant forced (the AVX-512 one runs on any
-# x86-64, split into narrower vectors by GCC), the portable build, and a build without OpenMP.
+# x86-64, split into narrower vectors by GCC), the portable build, and a build without OpenMP;
+# each checks the bf16 GEMM too, on both paths where the CPU has AVX512_BF16 (gemm_check.c).
+# Then the bf16 dispatch (LLMC_BF16_EMULATE), and bf16 mutants that must fail.
 # Builds with -Werror: the headers must stay warning-free in every configuration.
 source "$(dirname "$0")/testlib.sh"
 mkdir -p build
@@ -29,3 +31,55 @@ for config in "${configs[@]}"; do
         fail "gemm builds: $name" "$(printf '%s' "$out" | head -n 5 | tr '\n' ' ')"
     fi
 done
+
+# bf16: which path the dispatcher picks, and LLMC_BF16_EMULATE=1 forcing the emulated one.
+bin=build/gemm_check_native
+if [ -x "$bin" ]; then
+    path=$("$bin" --path)
+    if grep -q avx512_bf16 /proc/cpuinfo; then want="vdpbf16ps"; else want="emulated"; fi
+    if printf '%s' "$path" | grep -q "$want"; then pass "bf16 path on this CPU: $path"; else fail "bf16 path on this CPU" "got '$path', expected $want"; fi
+    path=$(LLMC_BF16_EMULATE=1 "$bin" --path)
+    if printf '%s' "$path" | grep -q "emulated"; then pass "LLMC_BF16_EMULATE=1 picks the emulated path"; else fail "LLMC_BF16_EMULATE=1 picks the emulated path" "got '$path'"; fi
+fi
+
+# Mutants: a copy of the GEMM headers with one deliberate bf16 bug each must fail gemm_check's
+# bf16 checks. Each line: file | sed expression (no '|' in it) | needs AVX512_BF16 (caught only
+# by native = emulated) | what
+MUTANTS=(
+    "llmc/gemm_kernel_bf16.h|s/    u += 0x7fffu + ((u >> 16) \& 1u);.*/    \/\/ truncated/|0|truncation instead of round-to-nearest-even"
+    "llmc/gemm.h|s/                    gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);/                    if (r_panel == GEMM_MR) { f[(size_t)2 * p * r_panel + r] = hi; f[(size_t)(2 * p + 1) * r_panel + r] = lo; } else { gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi); }/|0|the A operand left unrounded (emulated path)"
+    "llmc/gemm_kernel_bf16.h|s/    return gemm_bf16_bits(hi) \(.\) (gemm_bf16_bits(lo) >> 16);/    return gemm_bf16_bits(lo) \1 (gemm_bf16_bits(hi) >> 16);/|1|pair order swapped in the native packing (k in the high half)"
+    "llmc/gemm.h|s/    dst\[0\] = gemm_bf16_round(hi);/    dst[0] = gemm_bf16_round(lo);/;s/    dst\[step\] = gemm_bf16_round(lo);/    dst[step] = gemm_bf16_round(hi);/|1|pair order swapped in the emulated packing (k first)"
+)
+has_bf16=0
+grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
+for entry in "${MUTANTS[@]}"; do
+    IFS='|' read -r file expr needs what <<< "$entry"
+    if [ "$needs" = 1 ] && [ $has_bf16 = 0 ]; then
+        pass "mutant skipped (this CPU has no AVX512_BF16, so native = emulated cannot be checked): $what"
+        continue
+    fi
+    dir=build/mutant_gemm
+    rm -rf "$dir"
+    mkdir -p "$dir/dev/cpu"
+    cp -r llmc "$dir/"
+    cp dev/cpu/gemm_check.c dev/cpu/common.h "$dir/dev/cpu/"
+    sed -i "$expr" "$dir/$file"
+    if cmp -s "$file" "$dir/$file"; then
+        fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"
+        continue
+    fi
+    # shellcheck disable=SC2086  # the mutant's headers first: -I. is left out
+    if ! out=$(gcc ${flags% -I.} -I"$dir" -march=native -fopenmp "$dir/dev/cpu/gemm_check.c" -o "$dir/gemm_check" -lm 2>&1); then
+        fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+        continue
+    fi
+    out=$(OMP_NUM_THREADS=2 "$dir/gemm_check" bf16 2>&1)
+    rc=$?
+    if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q '^FAIL'; then
+        pass "mutant caught: $what ($(printf '%s\n' "$out" | grep '^FAIL' | head -n 1 | cut -c1-100))"
+    else
+        fail "mutant caught: $what" "exit $rc: $(printf '%s' "$out" | tail -n 1)"
+    fi
+done
+rm -rf build/mutant_gemm

@@ -4,12 +4,17 @@ micro-kernel variant this is compiled with (-DVEC_WIDTH=16|8|4, default: the tar
 No OpenBLAS, no timing: scripts/test_gemm.sh builds it for every variant (the AVX-512 one
 too, on any x86-64) and runs it in CI.
 
-  ./gemm_check     prints one line per check group and "N passed, N failed"; exit 1 on a failure
+  ./gemm_check          prints one line per check group and "N passed, N failed"; exit 1 on a failure
+  ./gemm_check bf16     the bf16 checks only
+  ./gemm_check --path   prints the bf16 path the dispatcher picks (LLMC_BF16_EMULATE=1: emulated)
 
 Checked: every shape class (1, below/at/above the tile and block sizes, odd), transposed and
 strided operands, every epilogue (addend separate or in place, bias, GELU with and without the
 pre-activation, K = 0), the matmul.h wrappers and backward flags, GELU accuracy, and
-bit-identical results across runs and thread counts 1 to 4.
+bit-identical results across runs and thread counts 1 to 4. All of it again in bf16
+(references on the bf16-rounded operands, same fp32 bounds), on the vdpbf16ps path where the
+CPU has AVX512_BF16 and on the emulated path; the rounding itself; and where the CPU has
+AVX512_BF16, the instruction's order of adds and the two paths giving identical bits.
 */
 #include "common.h"
 #include <float.h>
@@ -448,10 +453,14 @@ int main(int argc, char **argv) {
         printf("%s\n", matmul_precision_path());
         return 0;
     }
+    const int bf16_only = argc == 2 && strcmp(argv[1], "bf16") == 0;  // the mutant runs skip the fp32 checks
+    if (argc > 1 && !bf16_only) { die("usage: %s [--path | bf16]", argv[0]); }
     printf("micro-kernel variant VEC_WIDTH=%d: %d x %d tile, %d-float vectors\n", VEC_WIDTH, GEMM_MR,
            GEMM_NR, GEMM_VEC);
-    check_gelu();
-    check_all_gemms();
+    if (!bf16_only) {
+        check_gelu();
+        check_all_gemms();
+    }
     check_bf16_rounding();
     const int native = GEMM_HAVE_BF16_KERNEL && gemm_bf16_native_available();
 #if GEMM_HAVE_BF16_KERNEL
