@@ -33,6 +33,7 @@ typedef struct {
     int max_batches;          // -m, -1: all
     int max_examples;         // --max-examples, -1: all
     int verbose;              // --verbose: a line per HellaSwag example
+    int precision;            // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
 } EvalArgs;
 
 static void print_usage(FILE *out) {
@@ -46,6 +47,7 @@ static void print_usage(FILE *out) {
         "  --hellaswag FILE  an eval file (scripts/prepare_hellaswag.py): acc and acc_norm\n"
         "  --max-examples N  score the first N examples only, -1 = all   default -1\n"
         "  --verbose 0|1     print every example's ending losses   default 0\n"
+        "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"
         "  -h                this help\n"
         "At least one of -j and --hellaswag. Threads: OMP_NUM_THREADS.\n");
 }
@@ -97,46 +99,17 @@ static void parse_args(EvalArgs *a, int argc, char **argv) {
             if (a->max_examples == 0) { usage_error(flag, "0 examples: give -1 for all, or a positive count"); }
         }
         else if (strcmp(flag, "--verbose") == 0) { a->verbose = (int)parse_long(flag, val, 0, 1); }
+        else if (strcmp(flag, "--precision") == 0) {
+            if (strcmp(val, "fp32") == 0) { a->precision = PRECISION_FP32; }
+            else if (strcmp(val, "bf16") == 0) { a->precision = PRECISION_BF16; }
+            else { usage_error(flag, "'%s' is not fp32 or bf16", val); }
+        }
         else { usage_error(flag, "unknown flag"); }
     }
     if (a->model == NULL) { usage_error("-e", "a model file is required"); }
     if (a->val_pattern == NULL && a->hellaswag == NULL) {
         usage_error("-j", "nothing to evaluate: give -j PATTERN and/or --hellaswag FILE");
     }
-}
-
-// gpt2_create without the gradients and the AdamW moments (3x the parameters'
-// memory, that the forward pass never touches: gpt2_forward reads params and
-// writes acts only): the parameters and the activations for up to (B, T).
-static void gpt2_create_for_inference(GPT2 *model, const GPT2Config *config, int B, int T) {
-    memset(model, 0, sizeof(*model));
-    model->config = *config;
-    if ((double)B * T * 4 * config->channels * config->num_layers > 1e11) {
-        die("B=%d, T=%d: activations would be too large for this model", B, T);
-    }
-    model->batch_size = B;
-    model->seq_len = T;
-    fill_parameter_sizes(model->param_sizes, config);
-    fill_activation_sizes(model->act_sizes, config, B, T);
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { model->num_parameters += model->param_sizes[i]; }
-    size_t params_floats = point_tensors(NULL, model->param_sizes, NUM_PARAMETER_TENSORS, NULL);
-    size_t acts_floats = point_tensors(NULL, model->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
-    model->num_activations = acts_floats;
-    model->params_span = params_floats;
-    model->arena_bytes = (params_floats + acts_floats) * sizeof(float);
-    model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
-    memset(model->arena, 0, model->arena_bytes);  // the padding between tensors too
-    gemm_init();
-    model->params_memory = model->arena;
-    point_tensors((float **)&model->params, model->param_sizes, NUM_PARAMETER_TENSORS, model->params_memory);
-    point_tensors((float **)&model->acts, model->act_sizes, NUM_ACTIVATION_TENSORS, model->arena + params_floats);
-    model->mean_loss = -1.0f;
-    char b1[32], b2[32];
-    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
-           config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
-           config->padded_vocab_size, model->num_parameters);
-    printf("memory: parameters %s, activations %s (B=%d, T=%d)\n", human_bytes(params_floats * 4.0, b1),
-           human_bytes(acts_floats * 4.0, b2), B, T);
 }
 
 int main(int argc, char **argv) {
@@ -169,9 +142,16 @@ int main(int argc, char **argv) {
         if (hs.longest_row > T) { T = hs.longest_row; }
     }
 
-    GPT2 model;
-    gpt2_create_for_inference(&model, &config, B, T);
+    GPT2 model;  // parameters and activations only: no gradients nor AdamW state
+    gpt2_create_ex(&model, &config, B, T, args.model, 0, 0);
     gpt2_load_params(&model, args.model);
+    matmul_set_precision((Precision)args.precision);
+    char b1[32], b2[32];
+    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters | matmuls: %s\n", config.num_layers,
+           config.num_heads, config.channels, config.max_seq_len, config.vocab_size, config.padded_vocab_size,
+           model.num_parameters, matmul_precision_path());
+    printf("memory: parameters %s, activations %s (B=%d, T=%d)\n", human_bytes(model.params_span * 4.0, b1),
+           human_bytes(model.num_activations * 4.0, b2), B, T);
 
     if (args.val_pattern != NULL) {
         double t0 = now_seconds(), sum = 0.0;

@@ -39,6 +39,7 @@ typedef struct {
     int top_k;                   // --top-k
     float top_p;                 // --top-p
     uint64_t seed;               // --seed
+    int precision;               // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
 } GenerateArgs;
 
 static void print_usage(FILE *out) {
@@ -55,6 +56,7 @@ static void print_usage(FILE *out) {
         "  --top-k K         sample from the K most likely tokens, 0 = all   default 0\n"
         "  --top-p P         sample from the fewest most likely tokens of probability >= P, 1 = all   default 1.0\n"
         "  --seed N          seed of the sampler (and of a random model)   default 1337\n"
+        "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"
         "  -h                this help\n"
         "Output: the prompt and the generated text on stdout, streamed; the speed on stderr.\n"
         "Threads: OMP_NUM_THREADS (default: all cores).\n");
@@ -117,6 +119,11 @@ static void parse_args(GenerateArgs *a, int argc, char **argv) {
             if (a->top_p <= 0.0f) { usage_error(flag, "must be above 0 (1 keeps every token)"); }
         }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
+        else if (strcmp(flag, "--precision") == 0) {
+            if (strcmp(val, "fp32") == 0) { a->precision = PRECISION_FP32; }
+            else if (strcmp(val, "bf16") == 0) { a->precision = PRECISION_BF16; }
+            else { usage_error(flag, "'%s' is not fp32 or bf16", val); }
+        }
         else { usage_error(flag, "unknown flag"); }
     }
     if (a->model == NULL) { usage_error("-e", "a model is required"); }
@@ -225,11 +232,12 @@ int main(int argc, char **argv) {
     else { gpt2_load_params(&model, args.model); }
     GPT2Cache cache;
     gpt2_cache_create(&cache, &model, window);
+    matmul_set_precision((Precision)args.precision);
     char b1[32];
-    fprintf(stderr, "model: %s, L=%d NH=%d C=%d maxT=%d V=%d, %zu parameters (%s) | threads: %d\n",
+    fprintf(stderr, "model: %s, L=%d NH=%d C=%d maxT=%d V=%d, %zu parameters (%s) | threads: %d | matmuls: %s\n",
             random_model ? "random" : args.model, config.num_layers, config.num_heads, config.channels,
             config.max_seq_len, config.vocab_size, model.num_parameters,
-            human_bytes(model.num_parameters * 4.0, b1), omp_get_max_threads());
+            human_bytes(model.num_parameters * 4.0, b1), omp_get_max_threads(), matmul_precision_path());
     const int n_prompt = (int)prompt.len, n_total = n_prompt + args.max_tokens;
     int *tokens = malloc_or_die((size_t)n_total * sizeof(int), "tokens");
     for (int i = 0; i < n_prompt; i++) { tokens[i] = (int)prompt.data[i]; }
