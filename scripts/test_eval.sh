@@ -211,3 +211,14 @@ for entry in "${EVAL_MUTANTS[@]}"; do
         pass "mutant caught: $what ($(printf '%s' "$out" | tail -n 1 | cut -c1-120))"
     fi
 done
+
+# --precision bf16: the same loss within bf16 rounding of the matmul operands (a loss of
+# ~5 moves by ~1e-3 relative; an unrounded or a broken path would be 0 or far off)
+fp32=$(./eval -e "$model" -j "$VAL" -b 2 -t 64 -m 5 | sed -n 's/^val loss \([0-9.]*\) .*/\1/p')
+bf16=$(./eval -e "$model" -j "$VAL" -b 2 -t 64 -m 5 --precision bf16 | sed -n 's/^val loss \([0-9.]*\) .*/\1/p')
+if awk -v a="$fp32" -v b="$bf16" 'BEGIN { d = (a - b) / a; if (d < 0) d = -d; exit !(a != b && d < 1e-2) }'; then
+    pass "eval --precision bf16: val loss $bf16 against fp32 $fp32 (differs, within 1%)"
+else
+    fail "eval --precision bf16" "val loss '$bf16' against fp32 '$fp32'"
+fi
+expect_error "eval: bad --precision" 2 "^error: --precision: 'fp16' is not fp32 or bf16" ./eval -e "$model" -j "$VAL" --precision fp16

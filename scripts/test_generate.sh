@@ -125,6 +125,14 @@ expect_error "-p and -f" 2 "^error: -f: give the prompt with -p or -f, not both"
 expect_error "unknown flag" 2 "^error: --bogus: unknown flag" ./generate -e "$m" --bogus 1
 expect_error "-n not a number" 2 "^error: -n: 'x' is not an integer" ./generate -e "$m" -p hi -n x
 expect_error "--top-p 0" 2 "^error: --top-p: must be above 0" ./generate -e "$m" -p hi --top-p 0
+expect_error "bad --precision" 2 "^error: --precision: 'fp16' is not fp32 or bf16" ./generate -e "$m" -p hi --precision fp16
+# bf16: the matmuls round their operands; greedy text from the same prompt is made (and says so)
+if out=$(./generate -e "$m" -p "Once upon a time" -n 20 --temperature 0 --precision bf16 2>"$tmp/bf16.err") &&
+   grep -q "matmuls: bf16" "$tmp/bf16.err" && [ "${#out}" -gt 16 ]; then
+    pass "generate --precision bf16 runs the bf16 matmuls"
+else
+    fail "generate --precision bf16" "$(head -c 300 "$tmp/bf16.err")"
+fi
 expect_error "--top-p above 1" 2 "^error: --top-p: 1.5 is outside" ./generate -e "$m" -p hi --top-p 1.5
 expect_error "--temperature negative" 2 "^error: --temperature: -1 is outside" ./generate -e "$m" -p hi --temperature -1
 expect_error "missing model file" 1 "^error: $tmp/none.bin: cannot open" ./generate -e $tmp/none.bin -p hi
