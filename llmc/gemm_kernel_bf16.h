@@ -20,8 +20,9 @@ The micro-kernel: a GEMM_BF16_MR x GEMM_BF16_NR tile (12 x 32: 24 accumulators o
 2 b vectors and a broadcast of the 32 zmm) over kcp pairs:
     a panel: kcp x MR words, a[p*MR + i] = bf16 pair (A(i, 2p), A(i, 2p+1))
     b panel: kcp x NR words, b[p*NR + j] = bf16 pair (B(2p, j), B(2p+1, j))
-It writes the raw sums to an aligned MR x NR tile; gemm.h's gemm_tile_finish adds the addend
-and bias and applies GELU with the same fp32 code as the fp32 micro-kernel's epilogue. It is
+It adds the addend (or C) and the bias in registers, in the fp32 micro-kernel's order, and
+writes the tile to C; GELU, and edge tiles (written through an aligned MR x NR scratch tile),
+go through gemm.h's gemm_tile_finish, the same fp32 code as the fp32 micro-kernel's epilogue. It is
 compiled for AVX512_BF16 by a target attribute whatever the build's -march, and only called
 when the CPU has it (gemm_bf16_native_available).
 */
@@ -61,10 +62,27 @@ static inline uint32_t gemm_bf16_pair(float lo, float hi) {
 
 #define GEMM_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 
-// tile (MR x NR, row-major, 64-byte aligned) = sum over kcp pairs of a panel x b panel.
+// c (MR x NR, row stride ldc) = sum over kcp pairs of a panel x b panel, + cin (MR x NR, row
+// stride ldcin; may be c itself) where not NULL, then + bias (NR) where not NULL: the same fp32
+// adds in the same order as the fp32 micro-kernel's epilogue (gemm_kernel.h), done in registers.
+// GELU is not applied here (gemm.h's gemm_tile_finish does it, with the fp32 kernel's code).
 GEMM_BF16_TARGET
 static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const uint32_t *restrict b,
-                                   float *restrict tile) {
+                                   float *c, ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin,
+                                   const float *bias) {
+    // the tile of C (and of cin) is touched after the k loop: fetch its lines now (gemm_kernel.h)
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_BF16_MR; i++) {
+        __builtin_prefetch(c + i * ldc, 1);
+        __builtin_prefetch(c + i * ldc + GEMM_BF16_NR - 1, 1);
+    }
+    if (cin != NULL && cin != c) {
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_BF16_MR; i++) {
+            __builtin_prefetch(cin + i * ldcin);
+            __builtin_prefetch(cin + i * ldcin + GEMM_BF16_NR - 1);
+        }
+    }
     __m512 acc[GEMM_BF16_MR][2];
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_BF16_MR; i++) {
@@ -83,10 +101,25 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
         a += GEMM_BF16_MR;
         b += GEMM_BF16_NR;
     }
+    if (cin != NULL) {
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_BF16_MR; i++) {
+            acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(cin + i * ldcin));
+            acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(cin + i * ldcin + 16));
+        }
+    }
+    if (bias != NULL) {
+        const __m512 bias0 = _mm512_loadu_ps(bias), bias1 = _mm512_loadu_ps(bias + 16);
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_BF16_MR; i++) {
+            acc[i][0] = _mm512_add_ps(acc[i][0], bias0);
+            acc[i][1] = _mm512_add_ps(acc[i][1], bias1);
+        }
+    }
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_BF16_MR; i++) {
-        _mm512_store_ps(tile + i * GEMM_BF16_NR, acc[i][0]);
-        _mm512_store_ps(tile + i * GEMM_BF16_NR + 16, acc[i][1]);
+        _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+        _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
     }
 }
 
