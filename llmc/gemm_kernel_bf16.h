@@ -123,6 +123,40 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
     }
 }
 
+static inline int gemm_min_bf16(int a, int b) { return a < b ? a : b; }
+
+// v[i] lane j becomes v[j] lane i (16 x 16 32-bit words).
+GEMM_BF16_TARGET
+static inline void gemm_transpose16_epi32(__m512i v[16]) {
+    __m512i t[16];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {  // rows i, i+1 interleaved within 128-bit lanes
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < 16; i += 4) {  // lane L of v[i + j]: rows i..i+3 of column 4L + j
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {  // gather the 128-bit lanes: column c from lane c / 4 of the four v[4g + c % 4]
+        t[j] = _mm512_shuffle_i32x4(v[j], v[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_i32x4(v[j], v[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_i32x4(v[8 + j], v[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_i32x4(v[8 + j], v[12 + j], 0xdd);
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
+        v[4 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0xdd);
+    }
+}
+
 // Packs one full panel for the vdpbf16ps kernel: R rows (of A, or columns of B) by kcp full
 // pairs, element (r, k) at src[r*s_r + k*s_k], into w[p*R + r] = pair (k = 2p, 2p+1), rounding
 // with vcvtneps2bf16 (nearest-even, NaN kept; denormals become zero, which vdpbf16ps does to
@@ -132,10 +166,28 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
 GEMM_BF16_TARGET
 static int gemm_pack_panel_bf16_fast(int R, int kcp, const float *src, ptrdiff_t s_r, ptrdiff_t s_k, uint32_t *w) {
     if (s_k == 1) {
-        const int p8 = kcp / 8 * 8;
+        const int p16 = kcp / 16 * 16, p8 = kcp / 8 * 8;
+        // 16 rows by 16 pairs at a time: each row's 32 floats become 16 words (one vector), and
+        // a 16 x 16 transpose of the words makes 16 vectors of one pair of each row
+        for (int r0 = 0; r0 < R; r0 += 16) {
+            const int rn = gemm_min_bf16(16, R - r0);
+            const __mmask16 m = (__mmask16)((1u << rn) - 1);
+            for (int p0 = 0; p0 < p16; p0 += 16) {
+                __m512i v[16];
+                #pragma GCC unroll 16
+                for (int r = 0; r < 16; r++) {
+                    const float *x = src + (ptrdiff_t)(r0 + r) * s_r + 2 * p0;
+                    v[r] = r < rn ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x))
+                                  : _mm512_setzero_si512();
+                }
+                gemm_transpose16_epi32(v);
+                #pragma GCC unroll 16
+                for (int q = 0; q < 16; q++) { _mm512_mask_storeu_epi32((void *)(w + (size_t)(p0 + q) * R + r0), m, v[q]); }
+            }
+        }
         for (int r = 0; r < R; r++) {
             const float *row = src + r * s_r;
-            int p = 0;
+            int p = p16;
             for (; p < p8; p += 8) {
                 uint32_t words[8] __attribute__((aligned(32)));
                 _mm256_store_si256((__m256i *)words, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(row + 2 * p)));
