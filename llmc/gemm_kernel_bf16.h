@@ -20,8 +20,9 @@ The micro-kernel: a GEMM_BF16_MR x GEMM_BF16_NR tile (12 x 32: 24 accumulators o
 2 b vectors and a broadcast of the 32 zmm) over kcp pairs:
     a panel: kcp x MR words, a[p*MR + i] = bf16 pair (A(i, 2p), A(i, 2p+1))
     b panel: kcp x NR words, b[p*NR + j] = bf16 pair (B(2p, j), B(2p+1, j))
-It writes the raw sums to an aligned MR x NR tile; gemm.h's gemm_tile_finish adds the addend
-and bias and applies GELU with the same fp32 code as the fp32 micro-kernel's epilogue. It is
+It adds the addend (or C) and the bias in registers, in the fp32 micro-kernel's order, and
+writes the tile to C; GELU, and edge tiles (written through an aligned MR x NR scratch tile),
+go through gemm.h's gemm_tile_finish, the same fp32 code as the fp32 micro-kernel's epilogue. It is
 compiled for AVX512_BF16 by a target attribute whatever the build's -march, and only called
 when the CPU has it (gemm_bf16_native_available).
 */
@@ -61,10 +62,27 @@ static inline uint32_t gemm_bf16_pair(float lo, float hi) {
 
 #define GEMM_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 
-// tile (MR x NR, row-major, 64-byte aligned) = sum over kcp pairs of a panel x b panel.
+// c (MR x NR, row stride ldc) = sum over kcp pairs of a panel x b panel, + cin (MR x NR, row
+// stride ldcin; may be c itself) where not NULL, then + bias (NR) where not NULL: the same fp32
+// adds in the same order as the fp32 micro-kernel's epilogue (gemm_kernel.h), done in registers.
+// GELU is not applied here (gemm.h's gemm_tile_finish does it, with the fp32 kernel's code).
 GEMM_BF16_TARGET
 static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const uint32_t *restrict b,
-                                   float *restrict tile) {
+                                   float *c, ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin,
+                                   const float *bias) {
+    // the tile of C (and of cin) is touched after the k loop: fetch its lines now (gemm_kernel.h)
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_BF16_MR; i++) {
+        __builtin_prefetch(c + i * ldc, 1);
+        __builtin_prefetch(c + i * ldc + GEMM_BF16_NR - 1, 1);
+    }
+    if (cin != NULL && cin != c) {
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_BF16_MR; i++) {
+            __builtin_prefetch(cin + i * ldcin);
+            __builtin_prefetch(cin + i * ldcin + GEMM_BF16_NR - 1);
+        }
+    }
     __m512 acc[GEMM_BF16_MR][2];
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_BF16_MR; i++) {
@@ -83,10 +101,59 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
         a += GEMM_BF16_MR;
         b += GEMM_BF16_NR;
     }
+    if (cin != NULL) {
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_BF16_MR; i++) {
+            acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(cin + i * ldcin));
+            acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(cin + i * ldcin + 16));
+        }
+    }
+    if (bias != NULL) {
+        const __m512 bias0 = _mm512_loadu_ps(bias), bias1 = _mm512_loadu_ps(bias + 16);
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_BF16_MR; i++) {
+            acc[i][0] = _mm512_add_ps(acc[i][0], bias0);
+            acc[i][1] = _mm512_add_ps(acc[i][1], bias1);
+        }
+    }
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_BF16_MR; i++) {
-        _mm512_store_ps(tile + i * GEMM_BF16_NR, acc[i][0]);
-        _mm512_store_ps(tile + i * GEMM_BF16_NR + 16, acc[i][1]);
+        _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+        _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+    }
+}
+
+static inline int gemm_min_bf16(int a, int b) { return a < b ? a : b; }
+
+// v[i] lane j becomes v[j] lane i (16 x 16 32-bit words).
+GEMM_BF16_TARGET
+static inline void gemm_transpose16_epi32(__m512i v[16]) {
+    __m512i t[16];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {  // rows i, i+1 interleaved within 128-bit lanes
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < 16; i += 4) {  // lane L of v[i + j]: rows i..i+3 of column 4L + j
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {  // gather the 128-bit lanes: column c from lane c / 4 of the four v[4g + c % 4]
+        t[j] = _mm512_shuffle_i32x4(v[j], v[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_i32x4(v[j], v[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_i32x4(v[8 + j], v[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_i32x4(v[8 + j], v[12 + j], 0xdd);
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
+        v[4 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0xdd);
     }
 }
 
@@ -99,10 +166,28 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
 GEMM_BF16_TARGET
 static int gemm_pack_panel_bf16_fast(int R, int kcp, const float *src, ptrdiff_t s_r, ptrdiff_t s_k, uint32_t *w) {
     if (s_k == 1) {
-        const int p8 = kcp / 8 * 8;
+        const int p16 = kcp / 16 * 16, p8 = kcp / 8 * 8;
+        // 16 rows by 16 pairs at a time: each row's 32 floats become 16 words (one vector), and
+        // a 16 x 16 transpose of the words makes 16 vectors of one pair of each row
+        for (int r0 = 0; r0 < R; r0 += 16) {
+            const int rn = gemm_min_bf16(16, R - r0);
+            const __mmask16 m = (__mmask16)((1u << rn) - 1);
+            for (int p0 = 0; p0 < p16; p0 += 16) {
+                __m512i v[16];
+                #pragma GCC unroll 16
+                for (int r = 0; r < 16; r++) {
+                    const float *x = src + (ptrdiff_t)(r0 + r) * s_r + 2 * p0;
+                    v[r] = r < rn ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x))
+                                  : _mm512_setzero_si512();
+                }
+                gemm_transpose16_epi32(v);
+                #pragma GCC unroll 16
+                for (int q = 0; q < 16; q++) { _mm512_mask_storeu_epi32((void *)(w + (size_t)(p0 + q) * R + r0), m, v[q]); }
+            }
+        }
         for (int r = 0; r < R; r++) {
             const float *row = src + r * s_r;
-            int p = 0;
+            int p = p16;
             for (; p < p8; p += 8) {
                 uint32_t words[8] __attribute__((aligned(32)));
                 _mm256_store_si256((__m256i *)words, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(row + 2 * p)));
