@@ -19,6 +19,9 @@ changed() {
     rm -rf "$tmp/run"; mkdir -p "$tmp/run"
     shard=$tmp/run/train_000000.bin
     cp "$tmp/data/synth_train_000000.bin" "$shard"
+    # empty the output first: the trainer's own redirection happens after the fork, and until
+    # then the wait below would read the previous run's "step 3" (a race seen under load)
+    : > "$tmp/out"
     ./train_gpt2 -e $model -i "$shard" -b 4 -t 32 -x 1000000 -v 0 -s 0 > "$tmp/out" 2> "$tmp/err" &
     local pid=$! waited=0
     until grep -q "^step *3" "$tmp/out" 2>/dev/null || ! kill -0 $pid 2>/dev/null || [ $waited -ge 600 ]; do sleep 0.1; waited=$((waited + 1)); done
