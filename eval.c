@@ -21,6 +21,7 @@ llmc/gpt2.h's, the one train_gpt2 runs.
 #include <string.h>
 
 #include "llmc/dataloader.h"
+#include "llmc/cli.h"
 #include "llmc/gpt2.h"
 #include "llmc/hellaswag.h"
 #include "llmc/utils.h"
@@ -52,29 +53,8 @@ static void print_usage(FILE *out) {
         "At least one of -j and --hellaswag. Threads: OMP_NUM_THREADS.\n");
 }
 
-__attribute__((noreturn, format(printf, 2, 3)))
-static void usage_error(const char *flag, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "error: %s: ", flag);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    print_usage(stderr);
-    exit(2);
-}
-
-static long parse_long(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') { usage_error(flag, "'%s' is not an integer", s); }
-    if (v < lo || v > hi) { usage_error(flag, "%ld is outside %ld..%ld", v, lo, hi); }
-    return v;
-}
-
 static void parse_args(EvalArgs *a, int argc, char **argv) {
+    cli_print_usage = print_usage;
     *a = (EvalArgs){.B = 4, .T = 0, .max_batches = -1, .max_examples = -1};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
@@ -99,11 +79,7 @@ static void parse_args(EvalArgs *a, int argc, char **argv) {
             if (a->max_examples == 0) { usage_error(flag, "0 examples: give -1 for all, or a positive count"); }
         }
         else if (strcmp(flag, "--verbose") == 0) { a->verbose = (int)parse_long(flag, val, 0, 1); }
-        else if (strcmp(flag, "--precision") == 0) {
-            if (strcmp(val, "fp32") == 0) { a->precision = PRECISION_FP32; }
-            else if (strcmp(val, "bf16") == 0) { a->precision = PRECISION_BF16; }
-            else { usage_error(flag, "'%s' is not fp32 or bf16", val); }
-        }
+        else if (strcmp(flag, "--precision") == 0) { a->precision = parse_precision(flag, val); }
         else { usage_error(flag, "unknown flag"); }
     }
     if (a->model == NULL) { usage_error("-e", "a model file is required"); }

@@ -22,6 +22,7 @@ tokens or at end-of-text (not printed).
 #include <string.h>
 
 #include "llmc/bpe.h"
+#include "llmc/cli.h"
 #include "llmc/gpt2.h"
 #include "llmc/rand.h"
 #include "llmc/sampler.h"
@@ -62,38 +63,8 @@ static void print_usage(FILE *out) {
         "Threads: OMP_NUM_THREADS (default: all cores).\n");
 }
 
-__attribute__((noreturn, format(printf, 2, 3)))
-static void usage_error(const char *flag, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "error: %s: ", flag);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    print_usage(stderr);
-    exit(2);
-}
-
-static long parse_long(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') { usage_error(flag, "'%s' is not an integer", s); }
-    if (v < lo || v > hi) { usage_error(flag, "%ld is outside %ld..%ld", v, lo, hi); }
-    return v;
-}
-
-static float parse_float(const char *flag, const char *s, float lo, float hi) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) { usage_error(flag, "'%s' is not a number", s); }
-    if (v < lo || v > hi) { usage_error(flag, "%g is outside %g..%g", v, lo, hi); }
-    return v;
-}
-
 static void parse_args(GenerateArgs *a, int argc, char **argv) {
+    cli_print_usage = print_usage;
     *a = (GenerateArgs){.vocab_dir = "data/gpt2", .max_tokens = 256, .temperature = 1.0f, .top_p = 1.0f,
                         .seed = 1337};
     for (int i = 1; i < argc; i++) {
@@ -119,11 +90,7 @@ static void parse_args(GenerateArgs *a, int argc, char **argv) {
             if (a->top_p <= 0.0f) { usage_error(flag, "must be above 0 (1 keeps every token)"); }
         }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
-        else if (strcmp(flag, "--precision") == 0) {
-            if (strcmp(val, "fp32") == 0) { a->precision = PRECISION_FP32; }
-            else if (strcmp(val, "bf16") == 0) { a->precision = PRECISION_BF16; }
-            else { usage_error(flag, "'%s' is not fp32 or bf16", val); }
-        }
+        else if (strcmp(flag, "--precision") == 0) { a->precision = parse_precision(flag, val); }
         else { usage_error(flag, "unknown flag"); }
     }
     if (a->model == NULL) { usage_error("-e", "a model is required"); }

@@ -28,6 +28,7 @@ DIR/lock keeps a second run out of DIR (llmc/runctl.h).
 
 #include "llmc/checkpoint.h"
 #include "llmc/dataloader.h"
+#include "llmc/cli.h"
 #include "llmc/gpt2.h"
 #include "llmc/hellaswag.h"
 #include "llmc/runctl.h"
@@ -114,40 +115,8 @@ static void print_usage(FILE *out) {
         "Threads: OMP_NUM_THREADS (default: all cores). Data-parallel: mpirun -np N ./train_gpt2 ...\n");
 }
 
-__attribute__((noreturn, format(printf, 2, 3)))
-static void usage_error(const char *flag, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "error: %s%s: ", die_rank_label, flag);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    print_usage(stderr);
-    exit_job(2);
-}
-
-static long parse_long(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') { usage_error(flag, "'%s' is not an integer", s); }
-    if (v < lo || v > hi) { usage_error(flag, "%ld is outside %ld..%ld", v, lo, hi); }
-    return v;
-}
-
-static float parse_float(const char *flag, const char *s, float lo, float hi) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) {
-        usage_error(flag, "'%s' is not a number", s);
-    }
-    if (v < lo || v > hi) { usage_error(flag, "%g is outside %g..%g", v, lo, hi); }
-    return v;
-}
-
 static void parse_args(TrainArgs *a, int argc, char **argv) {
+    cli_print_usage = print_usage;
     *a = (TrainArgs){
         .train_pattern = "data/tinyshakespeare/tiny_shakespeare_train_*.bin",
         .val_pattern = "data/tinyshakespeare/tiny_shakespeare_val_*.bin",
@@ -195,11 +164,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--profile") == 0) { a->profile = (int)parse_long(flag, val, 0, 1); }
         else if (strcmp(flag, "--eval-every") == 0) { a->eval_every = (int)parse_long(flag, val, 0, INT_MAX); }
         else if (strcmp(flag, "--eval-file") == 0) { a->eval_file = val; }
-        else if (strcmp(flag, "--precision") == 0) {
-            if (strcmp(val, "fp32") == 0) { a->precision = PRECISION_FP32; }
-            else if (strcmp(val, "bf16") == 0) { a->precision = PRECISION_BF16; }
-            else { usage_error(flag, "'%s' is not fp32 or bf16", val); }
-        }
+        else if (strcmp(flag, "--precision") == 0) { a->precision = parse_precision(flag, val); }
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else if (strcmp(flag, "-z") == 0) { a->zero_stage = (int)parse_long(flag, val, 0, 1); }
