@@ -471,9 +471,9 @@ int main(int argc, char **argv) {
     }
     TrainState state = initial_state(&args, &config, accum, max_steps);
     const long job[] = {args.zero_stage, args.val_every, args.val_batches, args.checkpoint_every, args.resume,
-                        (long)train_loader.batches_per_epoch, train_loader.num_shards};
+                        (long)train_loader.batches_per_epoch, train_loader.num_shards, opt.overlap};
     zero_check_same(&state, sizeof(state), "the model, batch or optimizer settings");
-    zero_check_same(job, sizeof(job), "-z, -v, -m, -n, -y or the training data");
+    zero_check_same(job, sizeof(job), "-z, -v, -m, -n, -y, LLMC_OVERLAP or the training data");
     GPT2 whole_view;  // under -z 1, rank 0 resumes m and v whole into this view, then scatters them
     float *whole_buffer = NULL;
     GPT2 *whole = args.resume ? zero_whole_state_view(&opt, &model, &whole_view, &whole_buffer) : &model;
@@ -569,6 +569,7 @@ int main(int argc, char **argv) {
                        args.shuffle ? " (shards and batches reshuffled)" : "");
             }
             profile_lap(&model.profile, PROF_DATA, FWD);
+            if (micro == rank_accum - 1) { zero_overlap_arm(&opt, &model); }  // its backward starts the sums
             loss += gpt2_forward_backward(&model, inputs, targets, args.B, args.T, 1.0f / accum);
         }
         zero_allreduce_f64(&loss, 1, ZERO_SUM);  // the global mean loss on every rank
@@ -622,6 +623,7 @@ int main(int argc, char **argv) {
     if (args.val_every > 0) { dataloader_free(&val_loader); }
     if (args.eval_every > 0) { hellaswag_free(&hellaswag); free(eval_tokens); }
     gpt2_free(&model);
+    zero_optimizer_free(&opt);
     zero_finalize();
     return 0;
 }

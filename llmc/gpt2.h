@@ -167,7 +167,17 @@ typedef struct {
     ActivationObserver observer;
     void *observer_ctx;
     Profile profile;
+    // data-parallel training (llmc/zero.h) sets it for the backward pass whose gradients are
+    // summed over ranks: called after each kernel with final_from, the first block whose
+    // gradients are final (blocks final_from..L-1 and the final LayerNorm; L: only the
+    // LayerNorm, -1: every gradient), so that the sums start as parts become final
+    void (*backward_hook)(void *ctx, int final_from);
+    void *backward_hook_ctx;
 } GPT2;
+
+static void backward_done(GPT2 *model, int final_from) {
+    if (model->backward_hook != NULL) { model->backward_hook(model->backward_hook_ctx, final_from); }
+}
 
 static void fwd_lap(GPT2 *model, ProfileKind kind) { profile_lap(&model->profile, kind, FWD); }
 static void bwd_lap(GPT2 *model, ProfileKind kind) { profile_lap(&model->profile, kind, BWD); }
@@ -507,12 +517,13 @@ typedef struct {
 
 // FORWARD(kind, kernel call, {name, data, rows, width}...): runs the call, charges its
 // time to profile kind `kind`, then shows the observer each tensor listed, in order.
-// BACKWARD the same for the backward pass. Expect `model` and `layer` (-1 outside the
-// blocks) in scope.
+// BACKWARD the same for the backward pass (inside block `layer`: blocks layer+1.. are
+// final for backward_hook). Expect `model` and `layer` (-1 outside the blocks) in scope.
 #define RUN_KERNEL(pass, kind, call, ...)                                                 \
     do {                                                                                  \
         call;                                                                             \
         profile_lap(&model->profile, kind, pass);                                         \
+        if (pass == BWD) { backward_done(model, layer + 1); }                             \
         const Observed observed_[] = {__VA_ARGS__};  /* may be empty (GNU C) */           \
         const Observed *end_ = observed_ + sizeof(observed_) / sizeof(Observed);          \
         for (const Observed *o_ = observed_; o_ != end_; o_++) {                          \
@@ -821,9 +832,15 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
     layernorm_backward(acts->dresidual, model->grads.lnfw, model->grads.lnfb, acts->dln, last,
                        acts->lnf_mean, acts->lnf_rstd, model->params.lnfw, N, C);
     bwd_lap(model, PROF_LAYERNORM);
-    for (int l = L - 1; l >= 0; l--) { block_backward(model, l, B, T); }
+    backward_done(model, L);
+    for (int l = L - 1; l >= 0; l--) {
+        block_backward(model, l, B, T);
+        backward_done(model, l);
+    }
+    // wte's gradient is final only now: the classifier and the encoder both add to it
     encoder_backward(model->grads.wte, model->grads.wpe, acts->dresidual, inputs, B, T, C);
     bwd_lap(model, PROF_ENCODER);
+    backward_done(model, -1);
     return loss;
 }
 

@@ -58,13 +58,13 @@ static void zero_abort(int code) {
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);  // not reached
 }
+#endif
 
 // MPI takes int counts: the parameter arrays of every preset fit.
 static int zero_int_count(size_t n) {
     if (n > INT_MAX) { die("%zu elements: too many for one MPI message", n); }
     return (int)n;
 }
-#endif
 
 static void zero_finalize(void) {
 #ifdef USE_MPI
@@ -180,6 +180,12 @@ static void zero_counts(size_t n, int *counts, int *displs) {
 }
 #endif
 
+// An in-place reduce-scatter leaves this rank's part of the sum (count floats) at the start
+// of the buffer x: it belongs at x + offset (the parts of the lower ranks come first).
+static void zero_place_part(float *x, size_t offset, size_t count) {
+    if (offset > 0) { memmove(x + offset, x, count * sizeof(float)); }
+}
+
 // x (n) is summed over ranks, in place, but only this rank's shard of the sum is kept:
 // x[offset, offset + count) (zero_shard_of); the rest of x is then garbage.
 static void zero_reduce_scatter_f32(float *x, size_t n) {
@@ -188,10 +194,8 @@ static void zero_reduce_scatter_f32(float *x, size_t n) {
     double t0 = now_seconds();
     int *counts = malloc_or_die(2 * zero.size * sizeof(int), "shard table"), *displs = counts + zero.size;
     zero_counts(n, counts, displs);
-    // in place, MPI leaves the rank's sum at the start of x: move it to its offset
-    // (no overlap: the offset of rank r >= 1 is at least the length of a shard)
     MPI_Reduce_scatter(MPI_IN_PLACE, x, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    if (zero.rank > 0) { memcpy(x + displs[zero.rank], x, (size_t)counts[zero.rank] * sizeof(float)); }
+    zero_place_part(x, (size_t)displs[zero.rank], (size_t)counts[zero.rank]);
     free(counts);
     zero.comm_seconds += now_seconds() - t0;
 #else
@@ -260,14 +264,80 @@ static void zero_scatter_f32(const float *full, float *shard, size_t n) {
 // ----------------------------------------------------------------------------
 // the GPT-2 trainer's side: gradients, the optimizer step, checkpoints
 
+// Overlap: the gradient sums start during the backward pass of a step's last micro-batch,
+// as parts of the flat gradient array become final (the model's backward_hook), and make
+// progress between its kernels (OpenMPI progresses non-blocking collectives only inside
+// MPI calls). The parts, in the order they become final: the final LayerNorm's; then a
+// bucket per block, L-1 down to 0, its slice of each of the 12 per-layer tensors (the
+// tensors are (L, ...): a block's slices are 12 ranges; ~28 MB a block at d12, about
+// PyTorch DDP's 25 MB buckets); last the embeddings (wte's gradient is final only after
+// the encoder's backward, the last kernel). Each range is one non-blocking reduce-scatter
+// onto the owners of the shards it crosses (the same sums, at the same places, as the
+// blocking reduce-scatter); under -z 0 its all-gather follows, started one bucket later (a
+// bucket's sums are waited for when the bucket after next starts), so that every rank
+// starts the same collectives in the same order. LLMC_OVERLAP=0: the blocking sums after
+// the backward pass instead.
+typedef struct {
+    size_t start, count;  // floats of the flat gradient array
+    int bucket;           // 0: lnf, 1..L: blocks L-1..0, L+1: the embeddings
+    int *counts, *displs; // (size): its part in each rank's shard, as MPI wants: counts, offsets from start
+} ZeroRange;
+
 typedef struct {
     int stage;                  // 0, or 1: ZeRO-1
     size_t shard_offset;        // this rank's shard of the flat parameter array (stage 1)
     size_t shard_count;
+    int overlap;                // the sums overlap the backward pass (several ranks, LLMC_OVERLAP not 0)
+    int num_layers, num_ranges;
+    ZeroRange *ranges;          // in the order they become final
+    float *grads;               // the gradients being summed (while armed)
+    int started, finished;      // ranges whose reduce-scatter was started, waited for
+#ifdef USE_MPI
+    MPI_Request *requests;      // (2, num_ranges): each range's reduce-scatter, then its all-gather (-z 0)
+#endif
 } ZeroOptimizer;
+
+// The ranges of the flat array (tensor offsets as point_tensors lays them out) in the order
+// the backward pass finishes them, each with its part in every rank's shard.
+static void zero_overlap_init(ZeroOptimizer *opt, const size_t sizes[NUM_PARAMETER_TENSORS], int L, size_t span) {
+    size_t offsets[NUM_PARAMETER_TENSORS + 1] = {0};
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { offsets[i + 1] = offsets[i] + (sizes[i] + 15) / 16 * 16; }
+    const int first_layer_tensor = 2, end_layer_tensors = 14;  // ln1w .. fcprojb; then lnfw, lnfb
+    opt->num_layers = L;
+    opt->num_ranges = 2 + L * (end_layer_tensors - first_layer_tensor);
+    opt->ranges = malloc_or_die((size_t)opt->num_ranges * sizeof(ZeroRange), "overlap ranges");
+    int *tables = malloc_or_die((size_t)opt->num_ranges * 2 * zero.size * sizeof(int), "overlap shard tables");
+    int n = 0;
+    opt->ranges[n++] = (ZeroRange){offsets[end_layer_tensors], span - offsets[end_layer_tensors], 0, NULL, NULL};
+    for (int l = L - 1; l >= 0; l--) {
+        for (int i = first_layer_tensor; i < end_layer_tensors; i++) {
+            const size_t slice = sizes[i] / (size_t)L;
+            opt->ranges[n++] = (ZeroRange){offsets[i] + (size_t)l * slice, slice, L - l, NULL, NULL};
+        }
+    }
+    opt->ranges[n++] = (ZeroRange){0, offsets[first_layer_tensor], L + 1, NULL, NULL};
+    for (int k = 0; k < n; k++) {
+        ZeroRange *r = &opt->ranges[k];
+        r->counts = tables + (size_t)k * 2 * zero.size;
+        r->displs = r->counts + zero.size;
+        for (int q = 0; q < zero.size; q++) {
+            size_t off, cnt;
+            zero_shard_of(span, q, zero.size, &off, &cnt);
+            const size_t lo = off > r->start ? off : r->start;
+            const size_t hi = off + cnt < r->start + r->count ? off + cnt : r->start + r->count;
+            r->counts[q] = lo < hi ? zero_int_count(hi - lo) : 0;
+            r->displs[q] = lo < hi ? zero_int_count(lo - r->start) : 0;
+        }
+    }
+#ifdef USE_MPI
+    opt->requests = malloc_or_die((size_t)n * 2 * sizeof(MPI_Request), "overlap requests");
+    for (int k = 0; k < 2 * n; k++) { opt->requests[k] = MPI_REQUEST_NULL; }
+#endif
+}
 
 // The floats this rank's m and v each need: all of params_span, or its shard.
 static size_t zero_optimizer_init(ZeroOptimizer *opt, const GPT2Config *config, int stage) {
+    memset(opt, 0, sizeof(*opt));
     size_t sizes[NUM_PARAMETER_TENSORS];
     fill_parameter_sizes(sizes, config);
     size_t span = point_tensors(NULL, sizes, NUM_PARAMETER_TENSORS, NULL);
@@ -278,12 +348,86 @@ static size_t zero_optimizer_init(ZeroOptimizer *opt, const GPT2Config *config, 
     } else {
         zero_shard_of(span, zero.rank, zero.size, &opt->shard_offset, &opt->shard_count);
     }
+    const char *env = getenv("LLMC_OVERLAP");
+    if (env != NULL && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
+        die("LLMC_OVERLAP=%s: expected 0 (blocking gradient sums) or 1 (overlapped with the backward pass)", env);
+    }
+    opt->overlap = zero.size > 1 && (env == NULL || strcmp(env, "1") == 0);
+    if (opt->overlap) { zero_overlap_init(opt, sizes, config->num_layers, span); }
     return opt->shard_count;
 }
 
+static void zero_optimizer_free(ZeroOptimizer *opt) {
+    if (opt->ranges != NULL) { free(opt->ranges[0].counts); }
+    free(opt->ranges);
+#ifdef USE_MPI
+    free(opt->requests);
+#endif
+}
+
+#ifdef USE_MPI
+// Waits for range k's reduce-scatter and puts this rank's part in place; under -z 0 starts
+// the all-gather that copies every rank's part to every rank.
+static void zero_finish_range(ZeroOptimizer *opt, int k) {
+    ZeroRange *r = &opt->ranges[k];
+    float *x = opt->grads + r->start;
+    MPI_Wait(&opt->requests[k], MPI_STATUS_IGNORE);
+    zero_place_part(x, (size_t)r->displs[zero.rank], (size_t)r->counts[zero.rank]);
+    if (opt->stage == 0) {
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, r->counts, r->displs, MPI_FLOAT, MPI_COMM_WORLD,
+                        &opt->requests[opt->num_ranges + k]);
+    }
+}
+#endif
+
+// The model's backward_hook while armed: starts the sums of the ranges now final, in order,
+// and lets the outstanding ones progress.
+static void zero_backward_hook(void *ctx, int final_from) {
+#ifdef USE_MPI
+    ZeroOptimizer *opt = ctx;
+    double t0 = now_seconds();
+    const int final_buckets = opt->num_layers - final_from;  // buckets 0..final_buckets are final
+    while (opt->started < opt->num_ranges && opt->ranges[opt->started].bucket <= final_buckets) {
+        ZeroRange *r = &opt->ranges[opt->started];
+        while (opt->stage == 0 && opt->ranges[opt->finished].bucket < r->bucket - 1) {
+            zero_finish_range(opt, opt->finished++);
+        }
+        MPI_Ireduce_scatter(MPI_IN_PLACE, opt->grads + r->start, r->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                            &opt->requests[opt->started]);
+        opt->started++;
+    }
+    int done;
+    MPI_Testall(2 * opt->num_ranges, opt->requests, &done, MPI_STATUSES_IGNORE);
+    zero.comm_seconds += now_seconds() - t0;
+#else
+    (void)ctx; (void)final_from;
+#endif
+}
+
+// Before the backward pass of a step's last micro-batch (when the gradient sums overlap it).
+static void zero_overlap_arm(ZeroOptimizer *opt, GPT2 *model) {
+    if (!opt->overlap) { return; }
+    opt->grads = model->grads_memory;
+    opt->started = opt->finished = 0;
+    model->backward_hook = zero_backward_hook;
+    model->backward_hook_ctx = opt;
+}
+
 // After the backward pass: the gradients summed over ranks (all of them, or this rank's shard).
-// A barrier first times the wait for the slowest rank apart from the transfer itself.
-static void zero_sync_gradients(const ZeroOptimizer *opt, GPT2 *model) {
+// Overlapped: waits for the sums started during the backward pass. Blocking: a barrier first
+// times the wait for the slowest rank apart from the transfer itself.
+static void zero_sync_gradients(ZeroOptimizer *opt, GPT2 *model) {
+#ifdef USE_MPI
+    if (model->backward_hook != NULL) {
+        double t0 = now_seconds();
+        if (opt->started != opt->num_ranges) { die("the backward pass ended with gradient sums not started"); }
+        while (opt->finished < opt->num_ranges) { zero_finish_range(opt, opt->finished++); }
+        MPI_Waitall(2 * opt->num_ranges, opt->requests, MPI_STATUSES_IGNORE);
+        model->backward_hook = NULL;
+        zero.comm_seconds += now_seconds() - t0;
+        return;
+    }
+#endif
     double before = zero.comm_seconds;
     zero_barrier();
     zero.wait_seconds += zero.comm_seconds - before;

@@ -65,7 +65,8 @@ else
     fail "build without MPI" "$nompi_cmd failed"
 fi
 
-# --- N ranks x B = one process with N accumulation steps (global -d the same)
+# --- N ranks x B = one process with N accumulation steps (global -d the same): the gradient
+# sums overlapped with the backward pass (the default), and blocking after it (LLMC_OVERLAP=0)
 for n in 2 3; do
     single -x 20 -d $((n * 128)) -o "$tmp/single$n" > /dev/null 2>&1
     for z in 0 1; do
@@ -76,6 +77,14 @@ for n in 2 3; do
             fail "$n ranks -z $z against 1 process" "exit $rc; ${why:-} $(tail -n 2 "$tmp/r$n-z$z.out" | tr '\n' ' ')"
         fi
     done
+done
+for z in 0 1; do
+    "${MPIRUN[@]}" -x LLMC_OVERLAP=0 -np 3 ./train_gpt2 "${TRAIN[@]}" -x 20 -d 384 -z $z -o "$tmp/block-z$z" > "$tmp/block-z$z.out" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && why=$(close "$tmp/single3/main.log" "$tmp/block-z$z/main.log"); then
+        pass "LLMC_OVERLAP=0 (blocking sums), 3 ranks -z $z = 1 process x 3 accumulation steps: $why"
+    else
+        fail "LLMC_OVERLAP=0, 3 ranks -z $z against 1 process" "exit $rc; ${why:-} $(tail -n 2 "$tmp/block-z$z.out" | tr '\n' ' ')"
+    fi
 done
 # ZeRO-1 keeps 1/N of AdamW's m and v per rank
 mv_of() { sed -n 's/.*AdamW m+v .* per rank (\([0-9]*\) bytes).*/\1/p' "$1"; }
@@ -167,6 +176,14 @@ one_bad() {  # one_bad NAME CODE PATTERN ARGS...: rank 1 gets ARGS, rank 0 the g
 one_bad "missing shard on rank 1" 1 "^error: rank 1: -i $tmp/none_\*: no files match$" -i "$tmp/none_*"
 one_bad "bad flag on rank 1" 2 "^error: rank 1: -z: 2 is outside 0..1$" -z 2
 one_bad "-d not divisible by ranks*B*T" 2 "^error: rank [01]: -d: 384 tokens per step is not a multiple of ranks\*B\*T = 2\*4\*32 = 256$" -d 384
+err=$("${MPIRUN[@]}" -np 1 ./train_gpt2 "${TRAIN[@]}" -x 50 : -np 1 env LLMC_OVERLAP=yes ./train_gpt2 "${TRAIN[@]}" -x 50 2>&1 >/dev/null); rc=$?
+first=$(printf '%s\n' "$err" | head -n 1)
+[ $rc -eq 1 ] && printf '%s' "$first" | grep -Eq '^error: rank 1: LLMC_OVERLAP=yes: expected 0 .* or 1 ' \
+    && pass "LLMC_OVERLAP=yes on rank 1: exit $rc, '$first'" || fail "bad LLMC_OVERLAP" "exit $rc; $(printf '%s' "$err" | head -n 3 | tr '\n' '|')"
+err=$("${MPIRUN[@]}" -np 1 ./train_gpt2 "${TRAIN[@]}" -x 50 : -np 1 env LLMC_OVERLAP=0 ./train_gpt2 "${TRAIN[@]}" -x 50 2>&1 >/dev/null); rc=$?
+first=$(printf '%s\n' "$err" | head -n 1)
+[ $rc -eq 1 ] && printf '%s' "$first" | grep -Eq '^error: rank 1: -z, -v, -m, -n, -y, LLMC_OVERLAP or the training data differ' \
+    && pass "LLMC_OVERLAP=0 on rank 1 only: exit $rc, '$first'" || fail "LLMC_OVERLAP on one rank" "exit $rc; $(printf '%s' "$err" | head -n 3 | tr '\n' '|')"
 one_bad "another -b on rank 1" 1 "^error: rank 1: the model, batch or optimizer settings differ from rank 0's" -b 2
 printf '%s\n' 'junk' > "$tmp/junk_model.bin"
 one_bad "corrupt model on rank 1" 1 "^error: rank 1: $tmp/junk_model.bin: truncated" -e "$tmp/junk_model.bin"
@@ -185,7 +202,10 @@ edits = [  # file, original, mutated; MUTANT(K) is true when LLMC_MUTANT=K
      "(MUTANT(1) ? weight_decay : PARAMETER_DECAYS[i] ? weight_decay : 0.0f)"),
     ("llmc/zero.h", "    zero_all_gather_f32(model->params_memory, model->params_span);",
      "    if (!MUTANT(2)) { zero_all_gather_f32(model->params_memory, model->params_span); }"),
-    ("llmc/zero.h", "if (zero.rank > 0) { memcpy(", "if (zero.rank > 0 && !MUTANT(3)) { memcpy("),
+    ("llmc/zero.h", "if (offset > 0) { memmove(", "if (offset > 0 && !MUTANT(3)) { memmove("),
+    ("llmc/zero.h", "opt->num_layers - final_from;", "opt->num_layers - final_from + MUTANT(6);"),
+    ("train_gpt2.c", "if (micro == rank_accum - 1) { zero_overlap_arm(",
+     "if (micro == (MUTANT(7) ? 0 : rank_accum - 1)) { zero_overlap_arm("),
     ("train_gpt2.c", "args.B, args.T, 1.0f / accum);", "args.B, args.T, 1.0f / (MUTANT(4) ? rank_accum : accum));"),
     ("train_gpt2.c", "if (r == zero.rank && zero.size > 1)", "if ((MUTANT(5) ? r == 0 : r == zero.rank) && zero.size > 1)"),
 ]
@@ -200,18 +220,20 @@ then
 elif ! out=$(make -s -C "$mut" train_gpt2 2>&1); then
     fail "mutants" "do not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
 else
-    MUTANTS=(
-        "1|3|1|ZeRO-1 shard applies weight decay to every tensor (biases, LayerNorms too)"
-        "2|2|1|ZeRO-1 without the parameter all-gather"
-        "3|3|1|reduce-scatter leaves the shard at the array's start"
-        "4|3|0|gradients summed over ranks, not averaged (loss scale 1/local micro-batches)"
-        "5|2|0|every rank trains on the first batch of each group of N"
+    MUTANTS=(  # K|ranks|-z|-d|the one-process run to match|what
+        "1|3|1|384|single3|ZeRO-1 shard applies weight decay to every tensor (biases, LayerNorms too)"
+        "2|2|1|256|single2|ZeRO-1 without the parameter all-gather"
+        "3|3|1|384|single3|reduce-scatter leaves a rank's part at the start of the array (or range)"
+        "4|3|0|384|single3|gradients summed over ranks, not averaged (loss scale 1/local micro-batches)"
+        "5|2|0|256|single2|every rank trains on the first batch of each group of N"
+        "6|3|0|384|single3|overlap: each bucket's sum started one bucket early (before its gradients are final)"
+        "7|2|1|768|ref20|overlap: sums started in the first of 3 micro-batches' backward, not the last"
     )
     for entry in "${MUTANTS[@]}"; do
-        IFS='|' read -r k n z what <<< "$entry"
-        LLMC_MUTANT=$k "${MPIRUN[@]}" -np $n "$mut/train_gpt2" "${TRAIN[@]}" -x 20 -d $((n * 128)) -z $z \
+        IFS='|' read -r k n z d ref what <<< "$entry"
+        LLMC_MUTANT=$k "${MPIRUN[@]}" -np $n "$mut/train_gpt2" "${TRAIN[@]}" -x 20 -d $d -z $z \
             -o "$tmp/mutant$k" > /dev/null 2>&1
-        if why=$(close "$tmp/single$n/main.log" "$tmp/mutant$k/main.log"); then
+        if why=$(close "$tmp/$ref/main.log" "$tmp/mutant$k/main.log"); then
             fail "mutant caught: $what" "it matched one process: $why"
         else
             pass "mutant caught: $what ($why)"
