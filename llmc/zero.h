@@ -273,9 +273,9 @@ static void zero_scatter_f32(const float *full, float *shard, size_t n) {
 // PyTorch DDP's 25 MB buckets); last the embeddings (wte's gradient is final only after
 // the encoder's backward, the last kernel). Each range is one non-blocking reduce-scatter
 // onto the owners of the shards it crosses (the same sums, at the same places, as the
-// blocking reduce-scatter); under -z 0 its all-gather follows, started one bucket later (a
-// bucket's sums are waited for when the bucket after next starts), so that every rank
-// starts the same collectives in the same order. LLMC_OVERLAP=0: the blocking sums after
+// blocking reduce-scatter); under -z 0 its all-gather follows, started when the bucket after
+// next becomes final (a bucket's reduce-scatters are waited for then: by then they are
+// likely done), so that every rank starts the same collectives in the same order. LLMC_OVERLAP=0: the blocking sums after
 // the backward pass instead.
 typedef struct {
     size_t start, count;  // floats of the flat gradient array

@@ -36,12 +36,12 @@ stats() {
 
 echo "GPT-2 124M (d12), $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'); $STEPS steps each, medians of the last $((STEPS - 1))"
 echo "(other processes share this machine: the timings are noisy); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-10s %-24s %10s %10s %10s %10s %8s %11s\n" "B x T" "layout" "step ms" "tok/s" "comm ms" "wait ms" "comm %" "efficiency"
+printf "%-10s %-26s %10s %10s %10s %10s %8s %11s\n" "B x T" "layout" "step ms" "tok/s" "comm ms" "wait ms" "comm %" "efficiency"
 for shape in $SHAPES; do
     B=${shape%:*}; T=${shape#*:}
     OMP_NUM_THREADS=2 ./train_gpt2 "${COMMON[@]}" -b "$B" -t "$T" > "$tmp/one.out" 2>&1 || { echo "1 x 2 failed: $(tail -n 1 "$tmp/one.out")"; exit 1; }
     read -r ms1 tok1 _ <<< "$(stats "$tmp/one.out")"
-    printf "%-10s %-24s %10s %10s %10s %10s %8s %11s\n" "${B}x${T}" "1 rank x 2 thr" "$ms1" "$tok1" "-" "-" "-" "-"
+    printf "%-10s %-26s %10s %10s %10s %10s %8s %11s\n" "${B}x${T}" "1 rank x 2 thr" "$ms1" "$tok1" "-" "-" "-" "-"
     for z in $ZERO_STAGES; do
         for overlap in $OVERLAPS; do
             "${MPIRUN[@]}" -x LLMC_OVERLAP=$overlap ./train_gpt2 "${COMMON[@]}" -b "$B" -t "$T" -z $z > "$tmp/two.out" 2>&1 ||
@@ -51,7 +51,7 @@ for shape in $SHAPES; do
             share=$(awk -v c="$xfer" -v m="$ms2" 'BEGIN { printf "%.1f%%", 100 * c / m }')
             eff=$(awk -v a="$tok2" -v b="$tok1" 'BEGIN { printf "%.1f%%", 100 * a / b }')
             layout="2 ranks x 1, z$z, $([ "$overlap" = 1 ] && echo overlap || echo blocking)"
-            printf "%-10s %-24s %10s %10s %10s %10s %8s %11s\n" "${B}x${T}" "$layout" "$ms2" "$tok2" "$xfer" "$wait2" "$share" "$eff"
+            printf "%-10s %-26s %10s %10s %10s %10s %8s %11s\n" "${B}x${T}" "$layout" "$ms2" "$tok2" "$xfer" "$wait2" "$share" "$eff"
         done
     done
 done
