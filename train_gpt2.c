@@ -112,8 +112,8 @@ static void print_usage(FILE *out) {
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
         "  --profile 0|1   print where the time of each step goes, kernel by kernel   default 0\n"
         "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"
-        "  --recompute 0|1  keep only each block's input and recompute the block in the backward:\n"
-        "                   less activation memory, about a third more forward work   default 0\n"
+        "  --recompute 0|1  keep only each block's input, re-run the block's forward before its backward:\n"
+        "                   less activation memory for 2/3 of another forward of the blocks   default 0\n"
         "  -h          this help\n"
         "Threads: OMP_NUM_THREADS (default: all cores). Data-parallel: mpirun -np N ./train_gpt2 ...\n");
 }
