@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
     }
 
     GPT2 model;  // parameters and activations only: no gradients nor AdamW state
-    gpt2_create_ex(&model, &config, B, T, args.model, 0, 0);
+    gpt2_create_ex(&model, &config, B, T, args.model, 0, 0, 0);
     gpt2_load_params(&model, args.model);
     matmul_set_precision((Precision)args.precision);
     char b1[32], b2[32];

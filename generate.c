@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
     // the model, activations for one batched forward over the whole context, the cache
     const int window = config.max_seq_len;
     GPT2 model;
-    gpt2_create_ex(&model, &config, 1, window, args.model, 0, 0);
+    gpt2_create_ex(&model, &config, 1, window, args.model, 0, 0, 0);
     if (random_model) { gpt2_init_params(&model, args.seed); }
     else { gpt2_load_params(&model, args.model); }
     GPT2Cache cache;

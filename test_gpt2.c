@@ -1,7 +1,7 @@
 /*
 Checks the model against a PyTorch reference (scripts/gpt2_reference.py).
 
-  ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS] [--precision fp32|bf16]
+  ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS] [--precision fp32|bf16] [--recompute 0|1]
 
 Runs forward and backward on the debug state's batch with the same model code
 as train_gpt2 (llmc/gpt2.h) and compares, in this order: every intermediate
@@ -16,6 +16,9 @@ rounded to bf16) against a reference written with the same flag, which rounds
 the same operands and computes everything else in float64; the matmuls'
 operands are resynced to the reference's as the pass goes (compare_activation
 says why), so the tolerances are the fp32 ones.
+
+--recompute 1 runs the model as train_gpt2 --recompute 1 does (each block's forward
+re-run before its backward); the tensors recomputed are observed, and compared, again.
 */
 #include <math.h>
 #include <stdio.h>
@@ -184,13 +187,14 @@ static void compare_activation(void *ctx, const char *name, int layer, float *da
 // ----------------------------------------------------------------------------
 
 static void print_usage(FILE *out) {
-    fprintf(out, "usage: ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS] [--precision fp32|bf16]\n"
+    fprintf(out, "usage: ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS] [--precision fp32|bf16] [--recompute 0|1]\n"
                  "  files written by scripts/gpt2_reference.py (with the same --precision)\n");
 }
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *state_path = NULL, *losses_path = NULL, *acts_path = NULL;
     Precision precision = PRECISION_FP32;
+    int recompute = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0) { print_usage(stdout); return 0; }
         if (i + 1 >= argc) { fprintf(stderr, "error: %s: missing value\n", argv[i]); print_usage(stderr); return 2; }
@@ -203,6 +207,13 @@ int main(int argc, char **argv) {
             if (strcmp(argv[i], "fp32") == 0) { precision = PRECISION_FP32; }
             else if (strcmp(argv[i], "bf16") == 0) { precision = PRECISION_BF16; }
             else { fprintf(stderr, "error: --precision: expected fp32 or bf16, got '%s'\n", argv[i]); print_usage(stderr); return 2; }
+        }
+        else if (strcmp(argv[i], "--recompute") == 0) {
+            i++;
+            if (strcmp(argv[i], "0") != 0 && strcmp(argv[i], "1") != 0) {
+                fprintf(stderr, "error: --recompute: expected 0 or 1, got '%s'\n", argv[i]); print_usage(stderr); return 2;
+            }
+            recompute = argv[i][0] == '1';
         }
         else { fprintf(stderr, "error: %s: unknown flag\n", argv[i]); print_usage(stderr); return 2; }
     }
@@ -251,10 +262,11 @@ int main(int argc, char **argv) {
     }
 
     GPT2 model;
-    gpt2_create(&model, &config, B, T, model_path);
+    gpt2_create_ex(&model, &config, B, T, model_path, 1, 0, recompute);
     gpt2_load_params(&model, model_path);
     matmul_set_precision(precision);
-    printf("checking B=%d, T=%d, %d threads, matmuls: %s\n", B, T, omp_get_max_threads(), matmul_precision_path());
+    printf("checking B=%d, T=%d, %d threads, matmuls: %s%s\n", B, T, omp_get_max_threads(), matmul_precision_path(),
+           recompute ? ", blocks recomputed in the backward" : "");
 
     // forward and backward with the observer comparing as the forward pass goes
     model.observer = compare_activation;

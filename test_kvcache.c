@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     if (window < 1 || window > config.max_seq_len) { die("-w %d: outside 1..maxT=%d", window, config.max_seq_len); }
 
     GPT2 model;
-    gpt2_create_ex(&model, &config, 1, window, "test_kvcache", 0, 0);
+    gpt2_create_ex(&model, &config, 1, window, "test_kvcache", 0, 0, 0);
     if (from_file) { gpt2_load_params(&model, model_arg); }
     else { gpt2_init_params(&model, seed); }
     GPT2Cache cache;

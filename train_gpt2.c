@@ -71,6 +71,7 @@ typedef struct {
     const char *eval_file;        // --eval-file
     int zero_stage;               // -z
     int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
+    int recompute;                // --recompute
 } TrainArgs;
 
 static void print_usage(FILE *out) {
@@ -111,6 +112,8 @@ static void print_usage(FILE *out) {
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
         "  --profile 0|1   print where the time of each step goes, kernel by kernel   default 0\n"
         "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"
+        "  --recompute 0|1  keep only each block's input, re-run the block's forward before its backward:\n"
+        "                   less activation memory for 2/3 of another forward of the blocks   default 0\n"
         "  -h          this help\n"
         "Threads: OMP_NUM_THREADS (default: all cores). Data-parallel: mpirun -np N ./train_gpt2 ...\n");
 }
@@ -165,6 +168,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--eval-every") == 0) { a->eval_every = (int)parse_long(flag, val, 0, INT_MAX); }
         else if (strcmp(flag, "--eval-file") == 0) { a->eval_file = val; }
         else if (strcmp(flag, "--precision") == 0) { a->precision = parse_precision(flag, val); }
+        else if (strcmp(flag, "--recompute") == 0) { a->recompute = (int)parse_long(flag, val, 0, 1); }
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else if (strcmp(flag, "-z") == 0) { a->zero_stage = (int)parse_long(flag, val, 0, 1); }
@@ -462,7 +466,7 @@ int main(int argc, char **argv) {
     GPT2 model;
     ZeroOptimizer opt;
     size_t adamw_floats = zero_optimizer_init(&opt, &config, args.zero_stage);
-    gpt2_create_sharded(&model, &config, args.B, args.T, args.model, args.zero_stage ? adamw_floats : 0);
+    gpt2_create_ex(&model, &config, args.B, args.T, args.model, 1, args.zero_stage ? adamw_floats : 0, args.recompute);
     if (zero.size > 1) {
         char b1[32], b2[32];
         printf("ranks: %d, ZeRO stage %d: AdamW m+v %s per rank (%zu bytes), the model arena %s per rank\n",

@@ -82,6 +82,10 @@ static const int PARAMETER_DECAYS[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1,
 // attention output (one more attention forward, under 3% of a step at T=1024);
 // that is (B, T, 7C) floats per layer less, what keeps the activations of B=4, T=1024
 // small (make bench prints our peak RSS beside PyTorch's). The attention matrix is never stored (see attention.h).
+// With recompute (train_gpt2 --recompute 1, activation checkpointing per block) the
+// tensors marked "(L, ...)" other than residual3 hold one layer: the forward pass keeps
+// only each block's input, and the backward pass re-runs block l's forward into them
+// just before block l's backward (see gpt2_forward_backward).
 typedef struct {
     float *encoded;    // (B, T, C)  the input of layer 0
     float *ln1_mean;   // (L, B, T)
@@ -163,6 +167,7 @@ typedef struct {
     size_t arena_bytes;
     int batch_size;     // the largest (B, T) the activations hold
     int seq_len;
+    int recompute;      // 1: the per-layer activations hold one layer, recomputed in the backward
     float mean_loss;    // of the last forward pass with targets
     ActivationObserver observer;
     void *observer_ctx;
@@ -254,14 +259,15 @@ static void fill_parameter_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2
 }
 
 static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GPT2Config *cfg,
-                                  int B, int T) {
+                                  int B, int T, int recompute) {
     size_t N = (size_t)B * T, C = cfg->channels, L = cfg->num_layers, NH = cfg->num_heads;
     size_t chunk = N < CLASSIFIER_CHUNK_ROWS ? N : CLASSIFIER_CHUNK_ROWS;
+    size_t Lk = recompute ? 1 : L;  // layers kept of all but residual3
     size_t s[NUM_ACTIVATION_TENSORS] = {
         N * C,                                         // encoded
-        L * N, L * N, L * N * 3 * C,                   // ln1_mean, ln1_rstd, qkv
-        L * NH * N, L * N * C, L * N, L * N,           // att_lse, residual2, ln2_mean, ln2_rstd
-        L * N * 4 * C, L * N * C,                      // fch, residual3
+        Lk * N, Lk * N, Lk * N * 3 * C,                // ln1_mean, ln1_rstd, qkv
+        Lk * NH * N, Lk * N * C, Lk * N, Lk * N,       // att_lse, residual2, ln2_mean, ln2_rstd
+        Lk * N * 4 * C, L * N * C,                     // fch, residual3
         N * C, N, N, N,                                // lnf, lnf_mean, lnf_rstd, losses
         N * C, N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // atty, ln, fch_gelu, logits
         N * C, N * C, N * C, N * 3 * C, N * 4 * C};    // dresidual, dln, datty, dqkv, dfch
@@ -291,8 +297,9 @@ static const char *human_bytes(double bytes, char buf[32]) {
 // memory), and no summary printed, since stdout carries the program's output.
 // adamw_floats: 0, or the size of a shard of the flat m and v that is all this
 // process keeps (ZeRO-1, llmc/zero.h); m and v then have only m_memory, v_memory.
+// recompute 1: activations for one layer only, recomputed in the backward (see ActivationTensors).
 static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
-                           int training, size_t adamw_floats) {
+                           int training, size_t adamw_floats, int recompute) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
     if (B < 1) { die("batch size B=%d must be at least 1", B); }
@@ -304,8 +311,9 @@ static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, 
     }
     model->batch_size = B;
     model->seq_len = T;
+    model->recompute = recompute;
     fill_parameter_sizes(model->param_sizes, config);
-    fill_activation_sizes(model->act_sizes, config, B, T);
+    fill_activation_sizes(model->act_sizes, config, B, T, recompute);
     size_t nparams = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { nparams += model->param_sizes[i]; }
     model->num_parameters = nparams;
@@ -348,18 +356,14 @@ static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, 
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
            config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
            config->padded_vocab_size, nparams);
-    printf("memory: parameters %s, gradients %s, AdamW m+v %s, activations %s (B=%d, T=%d)\n",
+    printf("memory: parameters %s, gradients %s, AdamW m+v %s, activations %s (B=%d, T=%d%s)\n",
            human_bytes(params_floats * 4.0, b1), human_bytes(params_floats * 4.0, b2),
-           human_bytes(mv_floats * 8.0, b3), human_bytes(acts_floats * 4.0, b4), B, T);
+           human_bytes(mv_floats * 8.0, b3), human_bytes(acts_floats * 4.0, b4), B, T,
+           recompute ? "; each block recomputed in the backward" : "");
 }
 
 static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {
-    gpt2_create_ex(model, config, B, T, source, 1, 0);
-}
-
-static void gpt2_create_sharded(GPT2 *model, const GPT2Config *config, int B, int T, const char *source,
-                                size_t adamw_floats) {
-    gpt2_create_ex(model, config, B, T, source, 1, adamw_floats);
+    gpt2_create_ex(model, config, B, T, source, 1, 0, 0);
 }
 
 static void gpt2_free(GPT2 *model) {
@@ -487,7 +491,8 @@ static LayerTensors layer_tensors(const ParameterTensors *p, const GPT2Config *c
 }
 
 // The activations of layer l for a pass over (B, T): the per-layer tensors are
-// laid out (L, B, T, ...) with the B and T of the current call.
+// laid out (L, B, T, ...) with the B and T of the current call; with recompute, all
+// layers but residual3 share the one layer's worth there is.
 typedef struct {
     float *input;  // the residual stream entering the layer: encoded or residual3 of layer l-1
     float *ln1_mean, *ln1_rstd, *qkv, *att_lse, *residual2, *ln2_mean, *ln2_rstd, *fch, *residual3;
@@ -496,10 +501,11 @@ typedef struct {
 static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T) {
     const ActivationTensors *a = &model->acts;
     size_t N = (size_t)B * T, C = model->config.channels, NH = model->config.num_heads;
+    size_t k = model->recompute ? 0 : l;  // the layer's slot in the tensors other than residual3
     LayerActivations la = {
         l == 0 ? a->encoded : a->residual3 + (l - 1) * N * C,
-        a->ln1_mean + l * N, a->ln1_rstd + l * N, a->qkv + l * N * 3 * C, a->att_lse + l * NH * N, a->residual2 + l * N * C, a->ln2_mean + l * N, a->ln2_rstd + l * N,
-        a->fch + l * N * 4 * C, a->residual3 + l * N * C};
+        a->ln1_mean + k * N, a->ln1_rstd + k * N, a->qkv + k * N * 3 * C, a->att_lse + k * NH * N, a->residual2 + k * N * C, a->ln2_mean + k * N, a->ln2_rstd + k * N,
+        a->fch + k * N * 4 * C, a->residual3 + l * N * C};
     return la;
 }
 
@@ -533,7 +539,10 @@ typedef struct {
 #define FORWARD(kind, call, ...) RUN_KERNEL(FWD, kind, call, __VA_ARGS__)
 #define BACKWARD(kind, call, ...) RUN_KERNEL(BWD, kind, call, __VA_ARGS__)
 
-static void block_forward(GPT2 *model, int layer, int B, int T) {
+// recomputing: the backward's re-run (with recompute), which stops before the MLP
+// projection: residual3, the next layer's input, was kept by the forward pass. Its
+// time counts as forward time in --profile.
+static void block_forward(GPT2 *model, int layer, int B, int T, int recomputing) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
     LayerTensors w = layer_tensors(&model->params, cfg, layer);
@@ -552,6 +561,7 @@ static void block_forward(GPT2 *model, int layer, int B, int T) {
             {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", s->ln, N, C});
     FORWARD(PROF_MATMUL, matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C),
             {"fch", a.fch, N, 4 * C}, {"fch_gelu", s->fch_gelu, N, 4 * C});
+    if (recomputing) { return; }
     FORWARD(PROF_MATMUL,
             matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C),
             {"residual3", a.residual3, N, C});
@@ -608,24 +618,36 @@ static void check_tokens(const GPT2 *model, const int *tokens, int N, const char
     }
 }
 
-// Everything up to the final LayerNorm (acts.lnf).
-static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
-    const GPT2Config *cfg = &model->config;
+// The forward pass before the blocks: the embeddings of inputs (B, T) into acts.encoded.
+static void forward_encoder(GPT2 *model, const int *inputs, int B, int T) {
     if (B > model->batch_size || T > model->seq_len || B < 1 || T < 1) {
         die("forward pass over B=%d, T=%d: the activations were sized for B=%d, T=%d", B, T,
             model->batch_size, model->seq_len);
     }
     check_tokens(model, inputs, B * T, "input");
-    const int N = B * T, C = cfg->channels, L = cfg->num_layers;
+    const int N = B * T, C = model->config.channels;
     ActivationTensors *acts = &model->acts;
     const int layer = -1;  // outside the blocks, for FORWARD's observer
     FORWARD(PROF_ENCODER, encoder_forward(acts->encoded, inputs, model->params.wte, model->params.wpe, B, T, C),
             {"encoded", acts->encoded, N, C});
-    for (int l = 0; l < L; l++) { block_forward(model, l, B, T); }
+}
+
+// The forward pass after the blocks: the final LayerNorm of the last block's output into acts.lnf.
+static void forward_final_layernorm(GPT2 *model, int B, int T) {
+    const int N = B * T, C = model->config.channels, L = model->config.num_layers;
+    ActivationTensors *acts = &model->acts;
+    const int layer = -1;
     const float *last = acts->residual3 + (size_t)(L - 1) * N * C;
     FORWARD(PROF_LAYERNORM, layernorm_forward(acts->lnf, acts->lnf_mean, acts->lnf_rstd, last, model->params.lnfw,
                                               model->params.lnfb, N, C),
             {"lnf_mean", acts->lnf_mean, N, 1}, {"lnf_rstd", acts->lnf_rstd, N, 1}, {"lnf", acts->lnf, N, C});
+}
+
+// Everything up to the final LayerNorm (acts.lnf).
+static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
+    forward_encoder(model, inputs, B, T);
+    for (int l = 0; l < model->config.num_layers; l++) { block_forward(model, l, B, T, 0); }
+    forward_final_layernorm(model, B, T);
 }
 
 // The classifier over all N rows, chunk by chunk (see classifier.h). With
@@ -755,14 +777,17 @@ static void gpt2_cache_store(GPT2Cache *cache, const GPT2Config *cfg, int l, con
     }
 }
 
-// The batched forward over tokens (n) at positions 0..n-1, which fills the cache.
+// The batched forward over tokens (n) at positions 0..n-1, which fills the cache
+// layer by layer (with recompute, qkv holds one layer at a time).
 // Returns the logits (Vp) of the last position.
 static const float *gpt2_cache_prefill(GPT2 *model, GPT2Cache *cache, const int *tokens, int n) {
     const GPT2Config *cfg = &model->config;
-    gpt2_forward(model, tokens, NULL, 1, n);
+    forward_encoder(model, tokens, 1, n);
     for (int l = 0; l < cfg->num_layers; l++) {
+        block_forward(model, l, 1, n, 0);
         gpt2_cache_store(cache, cfg, l, layer_activations(model, l, 1, n).qkv, 0, n);
     }
+    forward_final_layernorm(model, 1, n);
     cache->len = n;
     return gpt2_logits(model, n - 1);
 }
@@ -834,6 +859,8 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
     bwd_lap(model, PROF_LAYERNORM);
     backward_done(model, L);
     for (int l = L - 1; l >= 0; l--) {
+        // with recompute, the one layer of activations holds the last layer's from the forward
+        if (model->recompute && l < L - 1) { block_forward(model, l, B, T, 1); }
         block_backward(model, l, B, T);
         backward_done(model, l);
     }

@@ -11,11 +11,14 @@
 #  - fp32 and bf16 autocast (torch.autocast("cpu", dtype=torch.bfloat16): oneDNN's bf16 matmuls).
 # Then, per shape and round, interleaved so that all see the same machine state:
 # train_gpt2 fp32, train_gpt2 --precision bf16 (where this build has the flag), PyTorch
-# fp32, PyTorch bf16. Same model, batches from the same shard, same thread count.
+# fp32, PyTorch bf16, train_gpt2 --precision bf16 --recompute 1 (activation checkpointing:
+# the memory-saving option; where this build has the flag). Same model, batches from the
+# same shard, same thread count.
 # Prints per row: ms/step (median of the timed steps after one warm-up step, over all
 # rounds), tokens/s, model GFLOP/s, MFU (fp32 rows against the fp32 FMA peak, bf16 rows
 # against the bf16 dot-product peak, both measured by dev/cpu/fma_peak), peak RSS; then
-# the ratios fp32/fp32, bf16/bf16 and our best/their best.
+# the ratios fp32/fp32, bf16/bf16, our best/their best (of the rows without recompute), and
+# bf16 with recompute/PyTorch bf16.
 #
 # MFU = model FLOPs per step / step time / peak. Model FLOPs of a step = 3 x the forward's
 # (backward = 2 x forward), forward = 2*B*T*(12*L*C^2 + C*Vp) (the four linear layers and
@@ -77,16 +80,18 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, flags:$f
 echo "peaks with $THREADS threads (dev/cpu/fma_peak): fp32 FMA $peak_fp32 GFLOP/s, bf16 dot ${peak_bf16:-none (no AVX512_BF16)}${peak_bf16:+ GFLOP/s}"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
 
-ours_bf16=0
+ours_bf16=0 ours_recompute=0
 ./train_gpt2 -h 2>&1 | grep -q -- --precision && ours_bf16=1
+./train_gpt2 -h 2>&1 | grep -q -- --recompute && ours_recompute=1
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # run_ours PRECISION B T STEPS: the timed steps to stdout, one "STEP MS" line each (the warm-up step
-# is step 0, so the timed ones are 1..STEPS), peak RSS (MiB) to $tmp/rss
+# is step 0, so the timed ones are 1..STEPS), peak RSS (MiB) to $tmp/rss. PRECISION fp32, bf16,
+# or bf16r (bf16 with --recompute 1).
 run_ours() {
     local flags=()
-    [ "$1" = fp32 ] || flags=(--precision "$1")
+    case $1 in bf16) flags=(--precision bf16) ;; bf16r) flags=(--precision bf16 --recompute 1) ;; esac
     OMP_NUM_THREADS=$THREADS ./train_gpt2 -e "$MODEL" -b "$2" -t "$3" -x $(($4 + 1)) -v 0 -s 0 --shuffle 0 \
         -i "$shard" "${flags[@]}" > "$tmp/ours.out" 2>&1 || { cat "$tmp/ours.out" >&2; die "train_gpt2 failed"; }
     sed -n 's/^peak RSS: \([0-9.]*\) MiB/\1/p' "$tmp/ours.out" > "$tmp/rss"
@@ -151,11 +156,12 @@ fi
 echo "PyTorch fp32 setting: tcmalloc, $THREADS threads, $best_fp32 ($setting_note)"
 echo "PyTorch bf16 setting: tcmalloc, $THREADS threads, $best_bf16 ($setting_note)"
 
-ROWS=("ours fp32" "ours bf16" "torch fp32" "torch bf16")
+ROWS=("ours fp32" "ours bf16" "torch fp32" "torch bf16" "ours bf16r")
 row_name() {
     case $1 in
         "ours fp32") echo "train_gpt2 fp32" ;; "ours bf16") echo "train_gpt2 bf16" ;;
         "torch fp32") echo "PyTorch fp32" ;; "torch bf16") echo "PyTorch bf16 autocast" ;;
+        "ours bf16r") echo "train_gpt2 bf16 --recompute 1" ;;
     esac
 }
 for shape in $SHAPES; do
@@ -166,6 +172,7 @@ for shape in $SHAPES; do
         for row in "${ROWS[@]}"; do
             prog=${row% *}; prec=${row#* }; f=${row/ /_}
             [ "$row" = "ours bf16" ] && [ $ours_bf16 = 0 ] && continue
+            [ "$row" = "ours bf16r" ] && [ $ours_recompute = 0 ] && continue
             if [ "$prog" = ours ]; then
                 run_ours "$prec" "$B" "$T" "$steps" > "$tmp/ms"
             else
@@ -195,9 +202,9 @@ for shape in $SHAPES; do
         fwd = 2 * B * T * (12 * L * C * C + C * Vp) + L * 4 * B * NH * hs * T * (T + 1) / 2
         gflop = 3 * fwd / 1e9
         printf "RESULT %s B=%d T=%d: %.3f model GFLOP per step\n", model, B, T, gflop
-        for (r = 1; r <= 4; r++) {
-            if (ms[r] == "-") { printf "RESULT %s B=%d T=%d %s: not available in this build (no --precision flag)\n", model, B, T, name[r]; continue }
-            unit = r % 2 ? "fp32 FMA" : "bf16 dot"
+        for (r = 1; r <= n; r++) {
+            if (ms[r] == "-") { printf "RESULT %s B=%d T=%d %s: not available in this build (no --precision or --recompute flag)\n", model, B, T, name[r]; continue }
+            unit = name[r] ~ /fp32/ ? "fp32 FMA" : "bf16 dot"
             mfu = peak[r] == "-" ? sprintf("MFU n/a (no %s peak)", unit) : sprintf("MFU %.1f%% of the %s peak", 100 * gflop / ms[r] * 1e3 / peak[r], unit)
             printf "RESULT %s B=%d T=%d %s: %.0f ms/step, %.0f tok/s, %.1f GFLOP/s, %s, peak RSS %.0f MiB\n",
                 model, B, T, name[r], ms[r], B * T / ms[r] * 1e3, gflop / ms[r] * 1e3, mfu, rss[r]
@@ -207,5 +214,6 @@ for shape in $SHAPES; do
         ours = ms[2] != "-" && ms[2] < ms[1] ? 2 : 1
         theirs = ms[4] < ms[3] ? 4 : 3
         ratio(ours, theirs, sprintf("%s B=%d T=%d ratio best/best", model, B, T))
+        ratio(5, 4, sprintf("%s B=%d T=%d ratio bf16 --recompute 1/bf16", model, B, T))
     }' "$tmp/rows"
 done

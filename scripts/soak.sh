@@ -21,13 +21,16 @@ PY=/usr/bin/python3
 work=${SOAK_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 [ -x ./train_gpt2 ] || make train_gpt2
-model=data/ref/odd/model.bin  # scripts/test_gpt2.sh's small config; made here if missing
-if [ ! -f $model ]; then
-    model=$work/odd/model.bin
-    [ -f $model ] || $PY scripts/gpt2_reference.py --layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 \
+# scripts/test_gpt2.sh's small config, copied (or made here if missing): like the shards
+# below, the soak's own, which no test running meanwhile can rewrite or delete
+model=$work/odd/model.bin
+mkdir -p "$work/odd"
+if [ ! -f $model ] && ! cp data/ref/odd/model.bin $model 2> /dev/null; then
+    $PY scripts/gpt2_reference.py --layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 \
         -B 3 -T 29 --steps 10 --seed 7 --out "$work/odd" > /dev/null || { echo "error: cannot make the tiny model" >&2; exit 1; }
 fi
-data=data/synth
+# its own shards: a test that rewrites data/synth meanwhile would (rightly) stop a run
+data=$work/synth
 [ -f $data/synth_val_000000.bin ] || $PY scripts/make_synthetic_data.py --out $data --vocab 517 --tokens 20000 > /dev/null
 TRAIN=(./train_gpt2 -e "$model" -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32
        -x "$STEPS" -u 10 -q 0.1 -v 50 -m 4 -s 100 -g 8 -n 7 --keep 3)
@@ -53,7 +56,9 @@ while [ "$(date +%s)" -lt $deadline ] || [ $runs -eq 0 ]; do
     while [ ! -f "$dir/$final" ]; do
         attempt=$((attempt + 1))
         out=$dir.out.$attempt
-        # not through a subshell: $! must be train_gpt2 itself
+        # not through a subshell: $! must be train_gpt2 itself; $out exists before the launch,
+        # since a SIGKILL that lands before the child's redirection would leave none
+        : > "$out"
         "${TRAIN[@]}" -o "$dir" -y 1 > "$out" 2>&1 &
         pid=$!
         signal=

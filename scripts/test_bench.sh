@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench's script (scripts/bench.sh) still works: a tiny run (GPT-2 d6, B=1 T=16, one
-# round of 3 timed steps, no calibration) must print every row with sane figures, the
+# round of 3 timed steps, no calibration) must print every row (--recompute 1 too) with sane figures, the
 # medians of the step times it printed, the model FLOPs of the documented formula, and
 # the ratios; and bad settings must give one-line errors. (Timings are not checked.)
 source "$(dirname "$0")/testlib.sh"
@@ -80,6 +80,14 @@ if ./train_gpt2 -h 2>&1 | grep -q -- --precision; then
 else
     expect_ok "bench.sh row train_gpt2 bf16: not available in this build" grep -q '^RESULT d6 B=1 T=16 train_gpt2 bf16: not available in this build' "$log"
     expect_ok "bench.sh ratio bf16/bf16: n/a" grep -q '^RESULT d6 B=1 T=16 ratio bf16/bf16: n/a' "$log"
+fi
+if ./train_gpt2 -h 2>&1 | grep -q -- --recompute; then
+    if [ "$bf16_peak_words" = "bf16 dot" ]; then check_row "train_gpt2 bf16 --recompute 1" "bf16 dot"; else
+        expect_ok "bench.sh row train_gpt2 bf16 --recompute 1 (no bf16 peak)" grep -Eq '^RESULT d6 B=1 T=16 train_gpt2 bf16 --recompute 1: [0-9]+ ms/step, .*MFU n/a' "$log"
+    fi
+    expect_ok "bench.sh ratio bf16 --recompute 1/bf16" grep -Eq '^RESULT d6 B=1 T=16 ratio bf16 --recompute 1/bf16: train_gpt2 bf16 --recompute 1 [0-9]+ ms against PyTorch bf16 autocast [0-9]+ ms: [0-9.]+x its step rate, [0-9.]+x its peak RSS$' "$log"
+else
+    expect_ok "bench.sh row train_gpt2 bf16 --recompute 1: not available in this build" grep -q '^RESULT d6 B=1 T=16 train_gpt2 bf16 --recompute 1: not available in this build' "$log"
 fi
 expect_ok "bench.sh ratio fp32/fp32" grep -Eq '^RESULT d6 B=1 T=16 ratio fp32/fp32: train_gpt2 fp32 [0-9]+ ms against PyTorch fp32 [0-9]+ ms: [0-9.]+x its step rate, [0-9.]+x its peak RSS$' "$log"
 expect_ok "bench.sh ratio best/best" grep -Eq '^RESULT d6 B=1 T=16 ratio best/best: train_gpt2 (fp32|bf16) [0-9]+ ms against PyTorch (fp32|bf16 autocast) [0-9]+ ms: [0-9.]+x its step rate' "$log"

@@ -55,6 +55,17 @@ for entry in "${CONFIGS[@]}"; do
     done
 done
 
+# --recompute 1 (train_gpt2's activation checkpointing): each block's forward re-run
+# before its backward, whose recomputed tensors are compared with the reference again.
+for name in odd chunks tiny odd-bf16 chunks-bf16; do
+    precision=fp32; [ "${name%-bf16}" != "$name" ] && precision=bf16
+    if out=$(check_reference $name --precision $precision --recompute 1 2>&1); then
+        pass "test_gpt2 --recompute 1 matches PyTorch: $name"
+    else
+        fail "test_gpt2 --recompute 1 matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
+    fi
+done
+
 # bf16 on the fp32 micro-kernel over bf16-rounded panels, the path of CPUs without
 # AVX512_BF16, forced (on such a CPU the runs above took it already).
 for name in odd chunks d12; do
@@ -185,4 +196,5 @@ cp $ref/activations.bin "$tmp/acts.bin"; truncate -s -100 "$tmp/acts.bin"
 expect_error "truncated activations" 1 "acts.bin: truncated" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin -a "$tmp/acts.bin"
 expect_error "unknown flag" 2 "^error: -q: unknown flag" ./test_gpt2 -q 1
 expect_error "missing -s" 2 "^error: -e MODEL and -s STATE are required" ./test_gpt2 -e $ref/model.bin
+expect_error "bad --recompute" 2 "^error: --recompute: expected 0 or 1, got '2'" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin --recompute 2
 expect_error "bad --precision" 2 "^error: --precision: expected fp32 or bf16, got 'fp16'" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin --precision fp16

@@ -99,3 +99,59 @@ if out=$(./train_gpt2 -e d6 -i "$data/synth_train_*.bin" -b 1 -t 16 -x 2 -v 0 -s
 else
     fail "-e d6 builds a GPT-2 from scratch" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
 fi
+
+# --- --recompute 1 (each block's forward re-run before its backward) is the same arithmetic
+# as --recompute 0: bit-identical losses, validation losses, samples, parameters and AdamW
+# state after 10 steps, in fp32 and bf16. On the 3-layer "chunks" model, so that two layers
+# are recomputed (the last one's activations are still there from the forward).
+chunks=data/ref/chunks/model.bin
+# recompute_run BIN PRECISION RECOMPUTE DIR: 10 steps with validation, samples and a checkpoint
+recompute_run() {
+    "$1" -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 10 -v 5 -m 2 \
+        -s 5 -g 8 -n 10 --precision "$2" --recompute "$3" -o "$4" > "$4.out" 2>&1
+}
+# same_run DIR_A DIR_B: the checkpoints, main.log and stdout (less timings, memory, paths) agree
+same_run() {
+    local quiet=(-e ' ms ' -e '^peak RSS' -e '^memory' -e ': checkpoint ')
+    cmp -s "$1/model_00000010.bin" "$2/model_00000010.bin" && cmp -s "$1/state_00000010.bin" "$2/state_00000010.bin" &&
+        diff <(sed 's/ ms:.*//' "$1/main.log") <(sed 's/ ms:.*//' "$2/main.log") > /dev/null &&
+        diff <(grep -v "${quiet[@]}" "$1.out") <(grep -v "${quiet[@]}" "$2.out") > /dev/null
+}
+if [ ! -f $chunks ]; then
+    fail "--recompute tests" "$chunks is missing (scripts/test_gpt2.sh writes it)"
+else
+    expect_error "--recompute 2" 2 "^error: --recompute: 2 is outside 0\.\.1" ./train_gpt2 --recompute 2
+    for precision in fp32 bf16; do
+        recompute_run ./train_gpt2 $precision 0 "$tmp/rc0_$precision"
+        recompute_run ./train_gpt2 $precision 1 "$tmp/rc1_$precision"
+        if [ "$(grep -c ' trl:' "$tmp/rc0_$precision/main.log")" -eq 10 ] && same_run "$tmp/rc0_$precision" "$tmp/rc1_$precision"; then
+            pass "--recompute 1 is bit-identical to --recompute 0 over 10 steps, $precision (checkpoints, losses, samples)"
+        else
+            fail "--recompute 1 bit-identical, $precision" "$(tail -n 1 "$tmp/rc1_$precision.out")"
+        fi
+    done
+    a0=$(sed -n 's/.*activations \([0-9.]*\) MiB (B=4, T=32)$/\1/p' "$tmp/rc0_fp32.out")
+    a1=$(sed -n 's/.*activations \([0-9.]*\) MiB (B=4, T=32; each block recomputed in the backward)$/\1/p' "$tmp/rc1_fp32.out")
+    # of the per-layer tensors, all but residual3 (the blocks' inputs) hold one layer instead of 3
+    awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(a != "" && b != "" && b < a * 0.8) }' \
+        && pass "--recompute 1 allocates less activation memory ($a0 -> $a1 MiB)" || fail "--recompute memory" "'$a0' -> '$a1' MiB"
+
+    # Mutants: a copy of the sources with one deliberate bug each must break the bit-identity.
+    RECOMPUTE_MUTANTS=(
+        "s/if (model->recompute \&\& l < L - 1) { block_forward(model, l, B, T, 1); }/if (0) { }/|the backward skips the recompute (stale activations of the last layer)"
+        "s/if (model->recompute \&\& l < L - 1) { block_forward(model, l, B, T, 1); }/if (model->recompute \&\& l < L - 1) { block_forward(model, l + 1, B, T, 1); }/|the recompute re-runs the layer above"
+    )
+    dir=build/mutant_recompute
+    for entry in "${RECOMPUTE_MUTANTS[@]}"; do
+        IFS='|' read -r expr what <<< "$entry"
+        rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
+        sed -i "$expr" "$dir/llmc/gpt2.h"
+        if cmp -s llmc/gpt2.h "$dir/llmc/gpt2.h"; then fail "mutant: $what" "the sed expression no longer matches llmc/gpt2.h"; continue; fi
+        if ! out=$(make -s -C "$dir" train_gpt2 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"; continue; fi
+        rm -rf "$tmp/mutant" "$tmp/mutant.out"
+        recompute_run "$dir/train_gpt2" fp32 1 "$tmp/mutant"
+        if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+        else pass "mutant caught: $what (the run differs from --recompute 0)"; fi
+    done
+    rm -rf "$dir"
+fi
