@@ -200,6 +200,7 @@ int main(int argc, char **argv) {
     GPT2Cache cache;
     gpt2_cache_create(&cache, &model, window);
     matmul_set_precision((Precision)args.precision);
+    if (args.precision == PRECISION_BF16) { gpt2_cache_use_bf16(&cache, &model); }  // the steps read bf16 weights
     char b1[32];
     fprintf(stderr, "model: %s, L=%d NH=%d C=%d maxT=%d V=%d, %zu parameters (%s) | threads: %d | matmuls: %s\n",
             random_model ? "random" : args.model, config.num_layers, config.num_heads, config.channels,

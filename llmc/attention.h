@@ -543,6 +543,43 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
 // ----------------------------------------------------------------------------
 // one query against a key/value cache (incremental decoding)
 
+// Head h of attention_forward_cached, on the calling thread (gpt2_cache_step splits the heads itself).
+static void attention_head_cached(float *out, const float *q, const float *kcache, const float *vcache,
+                                  int n, int ld, int C, int NH, float *scores, int h) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *qh = q + h * hs;
+    const float *k = kcache + (size_t)h * ld * hs, *v = vcache + (size_t)h * ld * hs;
+    float *s = scores + (size_t)h * ld;
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        s[j] = attn_dot(qh, k + (size_t)j * hs, hs);
+        mx = s[j] > mx ? s[j] : mx;
+    }
+    const float m = mx * scale;  // scale > 0 keeps the order
+    vfloat acc = {0};
+    int j = 0;
+    for (; j + ATTN_VW <= n; j += ATTN_VW) {
+        const vfloat p = vec_exp(vec_load(s + j) * scale - m);
+        vec_store(s + j, p);
+        acc += p;
+    }
+    if (j < n) {
+        const vfloat p = vec_exp(vec_load_partial(s + j, n - j) * scale - m);
+        vec_store_partial(s + j, p, n - j);
+        acc += vec_select(vec_lanes_below(n - j), p, (vfloat){0});
+    }
+    const float inv = 1.0f / vec_sum(acc);
+    float *o = out + h * hs;
+    for (int d = 0; d < hs; d++) { o[d] = 0.0f; }
+    for (int j = 0; j < n; j++) {
+        const float p = s[j];
+        const float *vj = v + (size_t)j * hs;
+        for (int d = 0; d < hs; d++) { o[d] += p * vj[d]; }
+    }
+    for (int d = 0; d < hs; d++) { o[d] *= inv; }
+}
+
 // The attention of the newest position: q (C) against the keys and values of positions
 // 0 .. n-1 (itself included, the last), all of which it may see, so there is no mask.
 // kcache and vcache are (NH, ld, hs): head h's key of position j at kcache + (h*ld + j)*hs,
@@ -553,41 +590,8 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
 static void attention_forward_cached(float *out, const float *q, const float *kcache, const float *vcache,
                                      int n, int ld, int C, int NH, float *scores) {
     attn_check_shape(n, C, NH);
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for schedule(static)
-    for (int h = 0; h < NH; h++) {
-        const float *qh = q + h * hs;
-        const float *k = kcache + (size_t)h * ld * hs, *v = vcache + (size_t)h * ld * hs;
-        float *s = scores + (size_t)h * ld;
-        float mx = -INFINITY;
-        for (int j = 0; j < n; j++) {
-            s[j] = attn_dot(qh, k + (size_t)j * hs, hs);
-            mx = s[j] > mx ? s[j] : mx;
-        }
-        const float m = mx * scale;  // scale > 0 keeps the order
-        vfloat acc = {0};
-        int j = 0;
-        for (; j + ATTN_VW <= n; j += ATTN_VW) {
-            const vfloat p = vec_exp(vec_load(s + j) * scale - m);
-            vec_store(s + j, p);
-            acc += p;
-        }
-        if (j < n) {
-            const vfloat p = vec_exp(vec_load_partial(s + j, n - j) * scale - m);
-            vec_store_partial(s + j, p, n - j);
-            acc += vec_select(vec_lanes_below(n - j), p, (vfloat){0});
-        }
-        const float inv = 1.0f / vec_sum(acc);
-        float *o = out + h * hs;
-        for (int d = 0; d < hs; d++) { o[d] = 0.0f; }
-        for (int j = 0; j < n; j++) {
-            const float p = s[j];
-            const float *vj = v + (size_t)j * hs;
-            for (int d = 0; d < hs; d++) { o[d] += p * vj[d]; }
-        }
-        for (int d = 0; d < hs; d++) { o[d] *= inv; }
-    }
+    for (int h = 0; h < NH; h++) { attention_head_cached(out, q, kcache, vcache, n, ld, C, NH, scores, h); }
 }
 
 #pragma GCC diagnostic pop

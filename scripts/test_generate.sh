@@ -15,6 +15,13 @@ expect_ok "cached logits = full forward's, 400 positions (small random model)" .
 expect_ok "cached logits = full forward's, 300 positions in a sliding window of 64" ./test_kvcache $SMALL -n 300 -w 64
 expect_ok "cached logits = full forward's, one-position window (every token re-encoded)" ./test_kvcache $SMALL -n 20 -w 1
 expect_ok "cached logits = full forward's, GPT-2 124M (d12), 40 positions, window 32" ./test_kvcache -e d12 -n 40 -w 32
+# bf16: the steps' bf16 GEMV (bf16 copy of the weights) against the bf16 GEMM, matmul by matmul
+# and through the whole model; the vdpbf16ps and the portable path must give the same bits.
+expect_ok "bf16: cached logits = full forward's, matmuls = the bf16 GEMM's, both bf16 paths bit-identical (small)" \
+    ./test_kvcache $SMALL -n 300 -w 64 --precision bf16
+expect_ok "bf16: the same starting from the portable path (LLMC_BF16_EMULATE=1)" \
+    env LLMC_BF16_EMULATE=1 ./test_kvcache $SMALL -n 100 --precision bf16
+expect_ok "bf16: the same on GPT-2 124M (d12), 40 positions, window 32" ./test_kvcache -e d12 -n 40 -w 32 --precision bf16
 expect_ok "sampler: temperature, top-k, top-p on crafted logits" ./test_sampler
 
 # The other builds: portable (4-lane vectors) and the AVX-512 shapes forced (16 lanes).
@@ -38,6 +45,9 @@ MUTANTS=(
     "llmc/gpt2.h|s/    cache->len = n;/    cache->len = n - (n > 1);/|test_kvcache $SMALL -n 300 -w 64|the prompt's forward leaves the cache one position short (every token re-encoded)"
     "llmc/attention.h|s/acc += vec_select(vec_lanes_below(n - j), p, (vfloat){0});/acc += p;/|test_kvcache $SMALL -n 100|cached attention sums the softmax over the padding lanes too"
     "llmc/gemv.h|s/    if (c < C) {/    if (0) {/|test_kvcache $SMALL -n 100|GEMV drops the tail of rows that are not whole vectors"
+    "llmc/gemv.h|s/dst\[r \* Cp + c\] = (uint16_t)(gemm_bf16_bits(src\[r \* C + c\]) >> 16);/dst[r * Cp + c] = (uint16_t)(*(const uint32_t *)\&src[r * C + c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 copy of the weights truncated instead of rounded to nearest even"
+    "llmc/gemv.h|s/x16\[c\] = (uint16_t)(gemm_bf16_bits(x\[c\]) >> 16);/x16[c] = (uint16_t)(*(const uint32_t *)\&x[c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 GEMV's input row truncated, not rounded"
+    "llmc/gemv.h|s/acc\[i\] = acc\[i\] + (gemv_v16)(ww \& hi_mask) \* xhi;/acc[i] = acc[i] + (gemv_v16)(ww << 16) * xlo; acc[i] = acc[i] + (gemv_v16)(ww \& hi_mask) * xhi; continue;/|test_kvcache $SMALL -n 60 --precision bf16|the portable bf16 GEMV adds each pair low first (vdpbf16ps: high first)"
     "llmc/sampler.h|s/if (cum >= target) { keep = r + 1; break; }/if (cum >= target) { keep = r > 0 ? r : 1; break; }/|test_sampler|top-p drops the token that crosses p"
     "llmc/sampler.h|s/const double floor = (1.0 - top_p) \* sum \/ V;/const double floor = (1.0 - top_p) * sum \/ 100;/|test_sampler|top-p's shortcut skips tokens that can be in the nucleus"
 )
@@ -133,6 +143,11 @@ if out=$(./generate -e "$m" -p "Once upon a time" -n 20 --temperature 0 --precis
 else
     fail "generate --precision bf16" "$(head -c 300 "$tmp/bf16.err")"
 fi
+b1=$(gen -p "Once upon a time" -n 40 --seed 7 --precision bf16); b2=$(gen -p "Once upon a time" -n 40 --seed 7 --precision bf16)
+b3=$(OMP_NUM_THREADS=1 ./generate -e "$m" -p "Once upon a time" -n 40 --seed 7 --precision bf16 2>/dev/null)
+b4=$(LLMC_BF16_EMULATE=1 ./generate -e "$m" -p "Once upon a time" -n 40 --seed 7 --precision bf16 2>/dev/null)
+[ -n "$b1" ] && [ "$b1" = "$b2" ] && [ "$b1" = "$b3" ] && [ "$b1" = "$b4" ] \
+    && pass "bf16: same seed, same text (twice, 1 thread, the portable path)" || fail "bf16 same seed" "'$b1' / '$b2' / '$b3' / '$b4'"
 expect_error "--top-p above 1" 2 "^error: --top-p: 1.5 is outside" ./generate -e "$m" -p hi --top-p 1.5
 expect_error "--temperature negative" 2 "^error: --temperature: -1 is outside" ./generate -e "$m" -p hi --temperature -1
 expect_error "missing model file" 1 "^error: $tmp/none.bin: cannot open" ./generate -e $tmp/none.bin -p hi

@@ -73,6 +73,11 @@ else
     fail "sanitized resume" "$(diff <(losses "$tmp/full/main.log" 2>/dev/null) <(losses "$tmp/half/main.log" 2>/dev/null) | head -n 4 | tr '\n' '|')"
 fi
 
+# --- incremental decoding: the key/value cache's steps (one parallel region, spin barrier) in
+# fp32 and bf16 (the bf16 GEMV, both of its paths), sliding windows, against the full forward
+clean "sanitized test_kvcache: fp32 and bf16 cached steps, sliding window" sh -c \
+    "$S/test_kvcache -c 2,3,57,64,517 -n 80 -w 32 && $S/test_kvcache -c 2,3,57,64,517 -n 80 -w 32 --precision bf16"
+
 # --- the tokenizer's round trips and prepare_data, on the real vocabulary
 vocab=${GPT2_VOCAB_DIR:-data/gpt2}
 if [ ! -f "$vocab/encoder.json" ]; then fail "sanitized tokenizer" "no vocabulary in $vocab (set GPT2_VOCAB_DIR)"; exit 0; fi
