@@ -72,19 +72,21 @@ if [ "$bf16_peak_words" = "bf16 dot" ]; then
 else  # a CPU without AVX512_BF16: no peak to divide by
     expect_ok "bench.sh row PyTorch bf16 autocast (no bf16 peak)" grep -Eq '^RESULT d6 B=1 T=16 PyTorch bf16 autocast: [0-9]+ ms/step, .*MFU n/a' "$log"
 fi
-if ./train_gpt2 -h 2>&1 | grep -q -- --precision; then
-    if [ "$bf16_peak_words" = "bf16 dot" ]; then check_row "train_gpt2 bf16" "bf16 dot"; else
-        expect_ok "bench.sh row train_gpt2 bf16 (no bf16 peak)" grep -Eq '^RESULT d6 B=1 T=16 train_gpt2 bf16: [0-9]+ ms/step, .*MFU n/a' "$log"
+# a bf16 row of ours: its MFU against the bf16 dot peak, or n/a on a CPU without one
+check_bf16_row() {
+    if [ "$bf16_peak_words" = "bf16 dot" ]; then check_row "$1" "bf16 dot"; else
+        expect_ok "bench.sh row $1 (no bf16 peak)" grep -Eq "^RESULT d6 B=1 T=16 $1: [0-9]+ ms/step, .*MFU n/a" "$log"
     fi
+}
+if ./train_gpt2 -h 2>&1 | grep -q -- --precision; then
+    check_bf16_row "train_gpt2 bf16"
     expect_ok "bench.sh ratio bf16/bf16" grep -Eq '^RESULT d6 B=1 T=16 ratio bf16/bf16: train_gpt2 bf16 [0-9]+ ms against PyTorch bf16 autocast [0-9]+ ms: [0-9.]+x its step rate, [0-9.]+x its peak RSS$' "$log"
 else
     expect_ok "bench.sh row train_gpt2 bf16: not available in this build" grep -q '^RESULT d6 B=1 T=16 train_gpt2 bf16: not available in this build' "$log"
     expect_ok "bench.sh ratio bf16/bf16: n/a" grep -q '^RESULT d6 B=1 T=16 ratio bf16/bf16: n/a' "$log"
 fi
 if ./train_gpt2 -h 2>&1 | grep -q -- --recompute; then
-    if [ "$bf16_peak_words" = "bf16 dot" ]; then check_row "train_gpt2 bf16 --recompute 1" "bf16 dot"; else
-        expect_ok "bench.sh row train_gpt2 bf16 --recompute 1 (no bf16 peak)" grep -Eq '^RESULT d6 B=1 T=16 train_gpt2 bf16 --recompute 1: [0-9]+ ms/step, .*MFU n/a' "$log"
-    fi
+    check_bf16_row "train_gpt2 bf16 --recompute 1"
     expect_ok "bench.sh ratio bf16 --recompute 1/bf16" grep -Eq '^RESULT d6 B=1 T=16 ratio bf16 --recompute 1/bf16: train_gpt2 bf16 --recompute 1 [0-9]+ ms against PyTorch bf16 autocast [0-9]+ ms: [0-9.]+x its step rate, [0-9.]+x its peak RSS$' "$log"
 else
     expect_ok "bench.sh row train_gpt2 bf16 --recompute 1: not available in this build" grep -q '^RESULT d6 B=1 T=16 train_gpt2 bf16 --recompute 1: not available in this build' "$log"
