@@ -10,6 +10,9 @@
 # - the whole generation (prompt + N tokens, greedy) against a PyTorch loop that
 #   re-runs the full sequence for every token (scripts/bench_generate.py, fp32), same
 #   model file, prompt, thread count; run interleaved, ROUNDS times, best of each.
+#   PyTorch runs as its CPU performance guide tunes it (as in make bench): tcmalloc
+#   preloaded and OMP_WAIT_POLICY=PASSIVE (libgomp's default spin made this loop 2.7x
+#   slower here: 2.26 against 6.09 tok/s), OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset.
 # OMP_WAIT_POLICY is left as the environment has it: a token's barriers spin briefly
 # then sleep whatever it says (llmc/barrier.h); it still applies to the prompt's
 # batched forward and to the start and end of each token's parallel region.
@@ -22,11 +25,14 @@ NEW=${NEW:-64}
 PY=/usr/bin/python3
 [ -f data/gpt2/encoder.json ] || { echo "error: data/gpt2/encoder.json missing: run make setup (or make data) first" >&2; exit 1; }
 [ -x ./generate ] && [ -x ./tokenize ] && [ -x dev/cpu/read_bandwidth ] || { echo "error: build first: make generate tokenize; make -C dev/cpu read_bandwidth" >&2; exit 1; }
+tcmalloc=$(dpkg -L libgoogle-perftools4 2> /dev/null | grep -m 1 -E '/libtcmalloc\.so\.[0-9]+$' || true)
+[ -n "$tcmalloc" ] && [ -f "$tcmalloc" ] || { echo "error: tcmalloc not found (dpkg -L libgoogle-perftools4): install Debian's libgoogle-perftools4 (make setup does)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $THREADS threads (OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "PyTorch setting: $tcmalloc preloaded, $THREADS threads, OMP_WAIT_POLICY=PASSIVE"
 $PY scripts/bench_generate.py --write-model "$tmp/d12.bin" --depth d12
 printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\nYou are all resolved rather to die than to famish?\n' > "$tmp/prompt.txt"
 ./tokenize --vocab data/gpt2 "$tmp/prompt.txt" > "$tmp/prompt.ids"
@@ -54,7 +60,8 @@ for round in $(seq 1 "$ROUNDS"); do
             -v s="$(sed -n 's/.*(\([0-9.]*\) ms per token).*/\1/p' "$tmp/ours.err")" -v n="$NEW" \
             'BEGIN { printf "%.3f\n", n / ((p + s * (n - 1)) / 1000) }' >> "$tmp/total_$p"
     done
-    env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=$THREADS $PY scripts/bench_generate.py --model "$tmp/d12.bin" \
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_PRELOAD="$tcmalloc" OMP_WAIT_POLICY=PASSIVE \
+        OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS $PY scripts/bench_generate.py --model "$tmp/d12.bin" \
         --prompt-ids "$tmp/prompt.ids" -n "$NEW" --threads "$THREADS" | tee "$tmp/torch.out"
     sed -n 's/.*tok_per_s=\([0-9.]*\).*/\1/p' "$tmp/torch.out" >> "$tmp/torch"
 done
