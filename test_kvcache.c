@@ -44,16 +44,14 @@ whose logits must be bit-identical to the first run's (skipped where the CPU lac
 static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {
     const GPT2Config *cfg = &model->config;
     const int C = cfg->channels, Vp = cfg->padded_vocab_size, L = cfg->num_layers;
-    size_t total;
-    const size_t layer = gpt2_cache_w16_layer(cfg, &total), Cp = gemv_bf16_stride(C);
     const LayerTensors w = layer_tensors(&model->params, cfg, L - 1);
-    const uint16_t *w16 = cache->w16 + (L - 1) * layer;
+    const LayerWeights16 w16 = gpt2_cache_layer_w16(cache, cfg, L - 1);
     struct { const char *name; const float *weight; const uint16_t *w16; const float *bias; int in, out, gelu, residual; } mm[5] = {
-        {"qkv", w.qkvw, w16, w.qkvb, C, 3 * C, 0, 0},
-        {"attproj + residual", w.attprojw, w16 + 3 * C * Cp, w.attprojb, C, C, 0, 1},
-        {"fc + GELU", w.fcw, w16 + 4 * C * Cp, w.fcb, C, 4 * C, 1, 0},
-        {"fcproj + residual", w.fcprojw, w16 + 8 * C * Cp, w.fcprojb, 4 * C, C, 0, 1},
-        {"LM head", model->params.wte, cache->w16 + L * layer, NULL, C, Vp, 0, 0},
+        {"qkv", w.qkvw, w16.qkvw, w.qkvb, C, 3 * C, 0, 0},
+        {"attproj + residual", w.attprojw, w16.attprojw, w.attprojb, C, C, 0, 1},
+        {"fc + GELU", w.fcw, w16.fcw, w.fcb, C, 4 * C, 1, 0},
+        {"fcproj + residual", w.fcprojw, w16.fcprojw, w.fcprojb, 4 * C, C, 0, 1},
+        {"LM head", model->params.wte, gpt2_cache_wte_w16(cache, cfg), NULL, C, Vp, 0, 0},
     };
     float *inp = malloc_or_die((size_t)4 * C * sizeof(float), "input"), *res = malloc_or_die((size_t)4 * C * sizeof(float), "residual");
     float *ours = malloc_or_die((size_t)Vp * sizeof(float), "out"), *ref = malloc_or_die((size_t)Vp * sizeof(float), "out");

@@ -782,6 +782,19 @@ static size_t gpt2_cache_w16_layer(const GPT2Config *cfg, size_t *total) {
     return layer;
 }
 
+// Where each matrix of layer l lies in the bf16 copy (cache->w16 not NULL), and wte's.
+typedef struct { uint16_t *qkvw, *attprojw, *fcw, *fcprojw; } LayerWeights16;
+static LayerWeights16 gpt2_cache_layer_w16(const GPT2Cache *cache, const GPT2Config *cfg, int l) {
+    size_t total;
+    const size_t C = cfg->channels, Cp = gemv_bf16_stride(C);
+    uint16_t *p = cache->w16 + l * gpt2_cache_w16_layer(cfg, &total);
+    return (LayerWeights16){p, p + 3 * C * Cp, p + 4 * C * Cp, p + 8 * C * Cp};
+}
+static uint16_t *gpt2_cache_wte_w16(const GPT2Cache *cache, const GPT2Config *cfg) {
+    size_t total;
+    return cache->w16 + cfg->num_layers * gpt2_cache_w16_layer(cfg, &total);
+}
+
 // From now on the steps (and the prompt's last logits) read bf16 weights: a copy of the model's
 // matmul weights rounded to nearest even (gemm_bf16_bits, as the bf16 GEMM rounds them), the
 // matmul inputs rounded the same way, fp32 sums (gemv.h): the arithmetic of --precision bf16's
@@ -790,18 +803,17 @@ static void gpt2_cache_use_bf16(GPT2Cache *cache, const GPT2 *model) {
     const GPT2Config *cfg = &model->config;
     const int C = cfg->channels;
     size_t total;
-    const size_t layer = gpt2_cache_w16_layer(cfg, &total);
+    gpt2_cache_w16_layer(cfg, &total);
     if (cache->w16 == NULL) { cache->w16 = malloc_or_die(total * sizeof(uint16_t), "the bf16 weights"); }
     for (int l = 0; l < cfg->num_layers; l++) {
         const LayerTensors w = layer_tensors(&model->params, cfg, l);
-        uint16_t *dst = cache->w16 + l * layer;
-        const size_t Cp = gemv_bf16_stride(C);
-        gemv_bf16_convert(dst, w.qkvw, 3 * C, C);
-        gemv_bf16_convert(dst + 3 * C * Cp, w.attprojw, C, C);
-        gemv_bf16_convert(dst + 4 * C * Cp, w.fcw, 4 * C, C);
-        gemv_bf16_convert(dst + 8 * C * Cp, w.fcprojw, C, 4 * C);
+        const LayerWeights16 dst = gpt2_cache_layer_w16(cache, cfg, l);
+        gemv_bf16_convert(dst.qkvw, w.qkvw, 3 * C, C);
+        gemv_bf16_convert(dst.attprojw, w.attprojw, C, C);
+        gemv_bf16_convert(dst.fcw, w.fcw, 4 * C, C);
+        gemv_bf16_convert(dst.fcprojw, w.fcprojw, C, 4 * C);
     }
-    gemv_bf16_convert(cache->w16 + cfg->num_layers * layer, model->params.wte, cfg->padded_vocab_size, C);
+    gemv_bf16_convert(gpt2_cache_wte_w16(cache, cfg), model->params.wte, cfg->padded_vocab_size, C);
 }
 
 // Forget the sequence: the next gpt2_cache_logits starts afresh.
@@ -839,8 +851,7 @@ static void gpt2_cache_matmul(GPT2Cache *cache, int tid, int nth, float *out, co
 // The LM head of one row: logits (Vp) = wte (Vp, C) . lnf (C), thread tid's share (of nth).
 static void gpt2_cache_lm_head(GPT2Cache *cache, const GPT2 *model, int tid, int nth, const float *lnf) {
     const GPT2Config *cfg = &model->config;
-    size_t total;
-    const uint16_t *wte16 = cache->w16 != NULL ? cache->w16 + cfg->num_layers * gpt2_cache_w16_layer(cfg, &total) : NULL;
+    const uint16_t *wte16 = cache->w16 != NULL ? gpt2_cache_wte_w16(cache, cfg) : NULL;
     gpt2_cache_matmul(cache, tid, nth, cache->logits, NULL, lnf, model->params.wte, wte16, NULL, cfg->channels,
                       cfg->padded_vocab_size, 0);
 }
@@ -884,9 +895,6 @@ static const float *gpt2_cache_step(GPT2 *model, GPT2Cache *cache, int token) {
     const float *tok = model->params.wte + (size_t)token * C, *wpe = model->params.wpe + (size_t)pos * C;
     float *x = cache->x;
     for (int c = 0; c < C; c++) { x[c] = tok[c] + wpe[c]; }
-    size_t w16_total;
-    const size_t w16_layer = gpt2_cache_w16_layer(cfg, &w16_total);
-    const size_t Cp = gemv_bf16_stride(C);
     #pragma omp parallel num_threads(cache->threads)
     {
         const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
@@ -895,12 +903,12 @@ static const float *gpt2_cache_step(GPT2 *model, GPT2Cache *cache, int token) {
         SpinBarrier *bar = &cache->barrier;
         for (int l = 0; l < L; l++) {
             const LayerTensors w = layer_tensors(&model->params, cfg, l);
-            const uint16_t *w16 = cache->w16 != NULL ? cache->w16 + l * w16_layer : NULL;
+            const LayerWeights16 w16 = cache->w16 != NULL ? gpt2_cache_layer_w16(cache, cfg, l) : (LayerWeights16){0};
             const size_t layer = (size_t)l * cache->window * C;  // NH * window * hs
             float mean, rstd;
             layernorm_row_stats(x, C, &mean, &rstd);
             layernorm_row_apply(ln, x, mean, rstd, w.ln1w, w.ln1b, C);
-            gpt2_cache_matmul(cache, tid, nth, cache->qkv, NULL, ln, w.qkvw, w16, w.qkvb, C, 3 * C, 0);
+            gpt2_cache_matmul(cache, tid, nth, cache->qkv, NULL, ln, w.qkvw, w16.qkvw, w.qkvb, C, 3 * C, 0);
             spin_barrier_wait(bar, nth);
             gpt2_cache_store(cache, cfg, l, cache->qkv, pos, 1, h0, h1);
             for (int h = h0; h < h1; h++) {
@@ -908,15 +916,15 @@ static const float *gpt2_cache_step(GPT2 *model, GPT2Cache *cache, int token) {
                                       cache->window, C, NH, cache->scores, h);
             }
             spin_barrier_wait(bar, nth);
-            gpt2_cache_matmul(cache, tid, nth, x, x, cache->atty, w.attprojw, w16 ? w16 + 3 * C * Cp : NULL,
+            gpt2_cache_matmul(cache, tid, nth, x, x, cache->atty, w.attprojw, w16.attprojw,
                               w.attprojb, C, C, 0);
             spin_barrier_wait(bar, nth);
             layernorm_row_stats(x, C, &mean, &rstd);
             layernorm_row_apply(ln, x, mean, rstd, w.ln2w, w.ln2b, C);
-            gpt2_cache_matmul(cache, tid, nth, cache->fch_gelu, NULL, ln, w.fcw, w16 ? w16 + 4 * C * Cp : NULL,
+            gpt2_cache_matmul(cache, tid, nth, cache->fch_gelu, NULL, ln, w.fcw, w16.fcw,
                               w.fcb, C, 4 * C, 1);
             spin_barrier_wait(bar, nth);
-            gpt2_cache_matmul(cache, tid, nth, x, x, cache->fch_gelu, w.fcprojw, w16 ? w16 + 8 * C * Cp : NULL,
+            gpt2_cache_matmul(cache, tid, nth, x, x, cache->fch_gelu, w.fcprojw, w16.fcprojw,
                               w.fcprojb, 4 * C, C, 0);
             spin_barrier_wait(bar, nth);
         }
