@@ -54,7 +54,8 @@ static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {
         {"LM head", model->params.wte, gpt2_cache_wte_w16(cache, cfg), NULL, C, Vp, 0, 0},
     };
     float *inp = malloc_or_die((size_t)4 * C * sizeof(float), "input"), *res = malloc_or_die((size_t)4 * C * sizeof(float), "residual");
-    float *ours = malloc_or_die((size_t)Vp * sizeof(float), "out"), *ref = malloc_or_die((size_t)Vp * sizeof(float), "out");
+    const size_t outs = Vp > 4 * C ? Vp : 4 * C;  // the widest output: the LM head's, or fc's where V is small
+    float *ours = malloc_or_die(outs * sizeof(float), "out"), *ref = malloc_or_die(outs * sizeof(float), "out");
     uint64_t rng = random_seed_state(seed ^ 0xB16);
     int ok = 1;
     for (int m = 0; m < 5; m++) {
