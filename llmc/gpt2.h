@@ -804,7 +804,7 @@ static void gpt2_cache_use_bf16(GPT2Cache *cache, const GPT2 *model) {
     const int C = cfg->channels;
     size_t total;
     gpt2_cache_w16_layer(cfg, &total);
-    if (cache->w16 == NULL) { cache->w16 = malloc_or_die(total * sizeof(uint16_t), "the bf16 weights"); }
+    if (cache->w16 == NULL) { cache->w16 = arena_alloc_or_die(total * sizeof(uint16_t), "the bf16 weights"); }
     for (int l = 0; l < cfg->num_layers; l++) {
         const LayerTensors w = layer_tensors(&model->params, cfg, l);
         const LayerWeights16 dst = gpt2_cache_layer_w16(cache, cfg, l);
