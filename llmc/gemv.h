@@ -7,13 +7,17 @@ sample is one row too.
 
 With one row there is nothing to reuse: every weight is read once and used once,
 so the product is bound by memory bandwidth, and the GEMM's packing (a copy of
-the whole weight matrix per call) would triple the traffic. Here each weight row
-is read in place, once, as one sequential stream; rows are taken 4 at a time so
-that each load of inp serves 4 rows. The threads split the output channels in
-equal contiguous blocks (static schedule), and every output's sum runs over C in
-one fixed order (vector lanes, then the lanes in order, then the tail), so the
-result is bit-identical for any thread count. It differs from the GEMM's only by
-fp32 rounding (another order of the same sum).
+the whole weight matrix per call) would triple the traffic. Here the weights are
+read in place, row after row, so that each thread reads one sequential stream,
+which the hardware prefetchers follow at the core's full rate. (Four rows read
+side by side, so that each load of inp served four, were four streams of one row
+each per quad: on Zen 4 a core then read 14 GB/s instead of 27, dev/cpu/gemv.c.)
+A row's sum runs in 4 partial sums (vector k of the row into sum k mod 4), so the
+adds do not wait on each other, then (s0 + s1) + (s2 + s3), then its lanes in
+order. The threads split the output channels in equal contiguous blocks (static
+schedule), and every output's sum runs over C in that one order, so the result
+is bit-identical for any thread count. It differs from the GEMM's only by fp32
+rounding (another order of the same sum).
 
 The GELU epilogue is gelu.h's gelu_vec, as the GEMM's, and `pre` gets the value
 before it, as in gemm_epilogue.
@@ -34,30 +38,16 @@ stored as bf16, half the bytes: gpt2_cache_use_bf16 makes that copy once.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-// The dot products of rows w0..w3 (each C floats) with x, into d[0..3].
-static inline void gemv_dot4(float d[4], const float *w0, const float *w1, const float *w2, const float *w3,
-                             const float *x, int C) {
-    vfloat a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-    int c = 0;
-    for (; c + VEC_WIDTH <= C; c += VEC_WIDTH) {
-        const vfloat xv = vec_load(x + c);
-        a0 += vec_load(w0 + c) * xv;
-        a1 += vec_load(w1 + c) * xv;
-        a2 += vec_load(w2 + c) * xv;
-        a3 += vec_load(w3 + c) * xv;
+// The dot product of one row w (C floats) with x, in the order above.
+static inline float gemv_dot(const float *w, const float *x, int C) {
+    vfloat acc[4] = {{0}};
+    int c = 0, k = 0;
+    for (; c + 4 * VEC_WIDTH <= C; c += 4 * VEC_WIDTH) {
+        for (int i = 0; i < 4; i++) { acc[i] += vec_load(w + c + i * VEC_WIDTH) * vec_load(x + c + i * VEC_WIDTH); }
     }
-    if (c < C) {
-        const int n = C - c;
-        const vfloat xv = vec_load_partial(x + c, n);
-        a0 += vec_load_partial(w0 + c, n) * xv;
-        a1 += vec_load_partial(w1 + c, n) * xv;
-        a2 += vec_load_partial(w2 + c, n) * xv;
-        a3 += vec_load_partial(w3 + c, n) * xv;
-    }
-    d[0] = vec_sum(a0);
-    d[1] = vec_sum(a1);
-    d[2] = vec_sum(a2);
-    d[3] = vec_sum(a3);
+    for (; c + VEC_WIDTH <= C; c += VEC_WIDTH, k++) { acc[k] += vec_load(w + c) * vec_load(x + c); }
+    if (c < C) { acc[k] += vec_load_partial(w + c, C - c) * vec_load_partial(x + c, C - c); }
+    return vec_sum((acc[0] + acc[1]) + (acc[2] + acc[3]));
 }
 
 // out[o] = addend[o] + d + bias[o] for the n outputs o0.. of one quad (d[i]: the dot product of
@@ -81,10 +71,8 @@ static void gemv_quads(int q0, int q1, float *out, const float *addend, const fl
                        const float *bias, int C, int OC, int gelu, float *pre) {
     for (int q = q0; q < q1; q++) {
         const int o0 = 4 * q, n = OC - o0 < 4 ? OC - o0 : 4;
-        const float *w[4];
-        for (int i = 0; i < 4; i++) { w[i] = weight + (size_t)(o0 + (i < n ? i : 0)) * C; }  // past OC: a dummy row
         float d[4];
-        gemv_dot4(d, w[0], w[1], w[2], w[3], inp, C);
+        for (int i = 0; i < n; i++) { d[i] = gemv_dot(weight + (size_t)(o0 + i) * C, inp, C); }
         gemv_finish(out, addend, bias, gelu, pre, o0, n, d);
     }
 }
@@ -105,12 +93,13 @@ static void gemv(float *out, const float *addend, const float *inp, const float 
 //
 // Layout: a row of C values is stored in Cp = gemv_bf16_stride(C) uint16 (a whole number of
 // 32-value chunks, zero past C), so that both paths below read whole chunks only. A chunk
-// is 16 pairs (k, k+1), k even, each a 32-bit word with k in the low half; lane i of the 16
-// fp32 accumulators of a row takes pair i of every chunk: acc[i] += w[k+1] x[k+1], then
-// acc[i] += w[k] x[k], each add rounded. That is what vdpbf16ps does (gemm_kernel_bf16.h),
-// and the portable path does the same adds in the same order on bf16 values widened to fp32
-// (a 16-bit shift), so both give the same bits (denormals aside: vdpbf16ps flushes them).
-// The 16 lanes are then summed by one tree (gemv_bf16_hsum) in both.
+// is 16 pairs (k, k+1), k even, each a 32-bit word with k in the low half. Chunk j of a row
+// goes to partial sum j mod 4 (16 fp32 lanes each, as in the fp32 GEMV): lane i takes pair i
+// of the chunk, acc[i] += w[k+1] x[k+1], then acc[i] += w[k] x[k], each add rounded. That is
+// what vdpbf16ps does (gemm_kernel_bf16.h), and the portable path does the same adds in the
+// same order on bf16 values widened to fp32 (a 16-bit shift), so both give the same bits
+// (denormals aside: vdpbf16ps flushes them). The 4 sums are added (s0 + s1) + (s2 + s3), and
+// the 16 lanes summed by one tree (gemv_bf16_hsum), in both.
 
 typedef float gemv_v16 __attribute__((vector_size(64)));
 typedef uint32_t gemv_w16 __attribute__((vector_size(64)));
@@ -147,36 +136,39 @@ VEC_INLINE float gemv_bf16_hsum(const void *acc) {
     return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
-// The dot products of bf16 rows w0..w3 (Cp) with the bf16 row x, portable: each pair widened
-// to fp32 (the high half masked, the low half shifted up), added high first as vdpbf16ps does.
-static void gemv_bf16_dot4_emulated(float d[4], const uint16_t *const w[4], const uint16_t *x, int Cp) {
+// The dot product of the bf16 row w (Cp) with the bf16 row x, portable: each pair widened to
+// fp32 (the high half masked, the low half shifted up), added high first as vdpbf16ps does.
+static float gemv_bf16_dot_emulated(const uint16_t *w, const uint16_t *x, int Cp) {
     gemv_v16 acc[4] = {{0}};
     const gemv_w16 hi_mask = (gemv_w16){0} + 0xffff0000u;
-    for (int c = 0; c < Cp; c += 32) {
-        const gemv_w16 xw = *(const gemv_w16_u *)(x + c);
-        const gemv_v16 xhi = (gemv_v16)(xw & hi_mask), xlo = (gemv_v16)(xw << 16);
-        for (int i = 0; i < 4; i++) {
-            const gemv_w16 ww = *(const gemv_w16_u *)(w[i] + c);
-            acc[i] = acc[i] + (gemv_v16)(ww & hi_mask) * xhi;  // exact products: contracting to an FMA changes nothing
-            acc[i] = acc[i] + (gemv_v16)(ww << 16) * xlo;
-        }
+    for (int c = 0, j = 0; c < Cp; c += 32, j = (j + 1) & 3) {
+        const gemv_w16 xw = *(const gemv_w16_u *)(x + c), ww = *(const gemv_w16_u *)(w + c);
+        acc[j] = acc[j] + (gemv_v16)(ww & hi_mask) * (gemv_v16)(xw & hi_mask);  // exact products: an FMA changes nothing
+        acc[j] = acc[j] + (gemv_v16)(ww << 16) * (gemv_v16)(xw << 16);
     }
-    for (int i = 0; i < 4; i++) { d[i] = gemv_bf16_hsum(&acc[i]); }
+    const gemv_v16 sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    return gemv_bf16_hsum(&sum);
 }
 
 #if GEMM_HAVE_BF16_KERNEL
 // The same with vdpbf16ps (only called where the CPU has AVX512_BF16).
 GEMM_BF16_TARGET
-static void gemv_bf16_dot4_native(float d[4], const uint16_t *const w[4], const uint16_t *x, int Cp) {
+static float gemv_bf16_dot_native(const uint16_t *w, const uint16_t *x, int Cp) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int c = 0; c < Cp; c += 32) {
-        const __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + c));
+    int c = 0;
+    for (; c + 128 <= Cp; c += 128) {
         #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_loadu_si512((const void *)(w[i] + c)), xv);
+        for (int j = 0; j < 4; j++) {
+            acc[j] = _mm512_dpbf16_ps(acc[j], (__m512bh)_mm512_loadu_si512((const void *)(w + c + 32 * j)),
+                                      (__m512bh)_mm512_loadu_si512((const void *)(x + c + 32 * j)));
         }
     }
-    for (int i = 0; i < 4; i++) { d[i] = gemv_bf16_hsum(&acc[i]); }
+    for (int j = 0; c < Cp; c += 32, j++) {  // the last 1-3 chunks, into sums 0..2
+        acc[j] = _mm512_dpbf16_ps(acc[j], (__m512bh)_mm512_loadu_si512((const void *)(w + c)),
+                                  (__m512bh)_mm512_loadu_si512((const void *)(x + c)));
+    }
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    return gemv_bf16_hsum(&sum);
 }
 #endif
 
@@ -190,14 +182,14 @@ static void gemv_bf16_quads(int q0, int q1, float *out, const float *addend, con
     (void)native;  // unused where no vdpbf16ps kernel is built
     for (int q = q0; q < q1; q++) {
         const int o0 = 4 * q, n = OC - o0 < 4 ? OC - o0 : 4;
-        const uint16_t *w[4];
-        for (int i = 0; i < 4; i++) { w[i] = weight + (size_t)(o0 + (i < n ? i : 0)) * Cp; }  // past OC: a dummy row
         float d[4];
+        for (int i = 0; i < n; i++) {
+            const uint16_t *w = weight + (size_t)(o0 + i) * Cp;
 #if GEMM_HAVE_BF16_KERNEL
-        if (native) { gemv_bf16_dot4_native(d, w, x16, Cp); }
-        else
+            if (native) { d[i] = gemv_bf16_dot_native(w, x16, Cp); continue; }
 #endif
-        { gemv_bf16_dot4_emulated(d, w, x16, Cp); }
+            d[i] = gemv_bf16_dot_emulated(w, x16, Cp);
+        }
         gemv_finish(out, addend, bias, gelu, pre, o0, n, d);
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kernel workbench (dev/cpu) builds without warnings, and the harnesses of the
-# elementwise kernels find every version equal to version 1 (the matmul and attention
+# elementwise kernels and the GEMV find every version equal to version 1 (the matmul and attention
 # harnesses take minutes of timing; gemm_check covers the GEMM in test_gemm.sh).
 source "$(dirname "$0")/testlib.sh"
 if out=$(make -C dev/cpu -B 2>&1) && ! printf '%s\n' "$out" | grep -q 'warning:'; then
@@ -8,7 +8,7 @@ if out=$(make -C dev/cpu -B 2>&1) && ! printf '%s\n' "$out" | grep -q 'warning:'
 else
     fail "make -C dev/cpu" "$(printf '%s\n' "$out" | grep -m 3 -E 'warning|error' | tr '\n' ' ')"
 fi
-for harness in layernorm_forward layernorm_backward gelu crossentropy_softmax adamw encoder; do
+for harness in layernorm_forward layernorm_backward gelu crossentropy_softmax adamw encoder gemv; do
     expect_ok "dev/cpu/$harness: every version matches version 1" env OMP_NUM_THREADS=2 "dev/cpu/$harness"
 done
 expect_ok "dev/cpu/vecmath: vec_exp, vec_sqrt and the GELU forms within their ulp bounds" env OMP_NUM_THREADS=2 dev/cpu/vecmath

@@ -38,6 +38,8 @@ done
 
 # --- mutants: a copy of the sources with one deliberate bug each must fail.
 # file | sed expression | program and its arguments | what
+# (The pair-order mutant needs rows of 5 or more 32-value chunks: with 4 or fewer, each of the
+# GEMV's 4 partial sums gets one chunk, 0 + a + b rounds once, and the order cannot show; C=264.)
 MUTANTS=(
     "llmc/gpt2.h|s/wpe = model->params.wpe + (size_t)pos \* C/wpe = model->params.wpe + (size_t)(pos + 1) * C/|test_kvcache $SMALL -n 100|the new token gets the next position's wpe row"
     "llmc/gpt2.h|s/cache->k + layer, cache->v + layer, pos + 1,/cache->k + layer, cache->v + layer, pos,/|test_kvcache $SMALL -n 100|the new token's query misses its own key (cache length off by one)"
@@ -47,7 +49,7 @@ MUTANTS=(
     "llmc/gemv.h|s/    if (c < C) {/    if (0) {/|test_kvcache $SMALL -n 100|GEMV drops the tail of rows that are not whole vectors"
     "llmc/gemv.h|s/dst\[r \* Cp + c\] = (uint16_t)(gemm_bf16_bits(src\[r \* C + c\]) >> 16);/dst[r * Cp + c] = (uint16_t)(*(const uint32_t *)\&src[r * C + c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 copy of the weights truncated instead of rounded to nearest even"
     "llmc/gemv.h|s/x16\[c\] = (uint16_t)(gemm_bf16_bits(x\[c\]) >> 16);/x16[c] = (uint16_t)(*(const uint32_t *)\&x[c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 GEMV's input row truncated, not rounded"
-    "llmc/gemv.h|s/acc\[i\] = acc\[i\] + (gemv_v16)(ww \& hi_mask) \* xhi;/acc[i] = acc[i] + (gemv_v16)(ww << 16) * xlo; acc[i] = acc[i] + (gemv_v16)(ww \& hi_mask) * xhi; continue;/|test_kvcache $SMALL -n 60 --precision bf16|the portable bf16 GEMV adds each pair low first (vdpbf16ps: high first)"
+    "llmc/gemv.h|s/acc\[j\] = acc\[j\] + (gemv_v16)(ww \& hi_mask) \* (gemv_v16)(xw \& hi_mask);/acc[j] = acc[j] + (gemv_v16)(ww << 16) * (gemv_v16)(xw << 16); acc[j] = acc[j] + (gemv_v16)(ww \& hi_mask) * (gemv_v16)(xw \& hi_mask); continue;/|test_kvcache -c 3,3,264,512,999 -n 60 --precision bf16|the portable bf16 GEMV adds each pair low first (vdpbf16ps: high first)"
     "llmc/sampler.h|s/if (cum >= target) { keep = r + 1; break; }/if (cum >= target) { keep = r > 0 ? r : 1; break; }/|test_sampler|top-p drops the token that crosses p"
     "llmc/sampler.h|s/const double floor = (1.0 - top_p) \* sum \/ V;/const double floor = (1.0 - top_p) * sum \/ 100;/|test_sampler|top-p's shortcut skips tokens that can be in the nucleus"
 )
