@@ -16,11 +16,11 @@
 # OMP_WAIT_POLICY is left as the environment has it: a token's barriers spin briefly
 # then sleep whatever it says (llmc/barrier.h); it still applies to the prompt's
 # batched forward and to the start and end of each token's parallel region.
-#   THREADS=2 ROUNDS=2 NEW=64 OMP_WAIT_POLICY=passive bash scripts/bench_generate.sh
+#   THREADS=2 ROUNDS=3 NEW=64 OMP_WAIT_POLICY=passive bash scripts/bench_generate.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 NEW=${NEW:-64}
 PY=/usr/bin/python3
 [ -f data/gpt2/encoder.json ] || { echo "error: data/gpt2/encoder.json missing: run make setup (or make data) first" >&2; exit 1; }
