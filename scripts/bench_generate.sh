@@ -17,12 +17,18 @@
 # then sleep whatever it says (llmc/barrier.h); it still applies to the prompt's
 # batched forward and to the start and end of each token's parallel region.
 #   THREADS=2 ROUNDS=3 NEW=64 OMP_WAIT_POLICY=passive bash scripts/bench_generate.sh
+# (DEPTH=d6 times a smaller GPT-2 instead: scripts/test_bench.sh's quick run.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 NEW=${NEW:-64}
+DEPTH=${DEPTH:-d12}
 PY=/usr/bin/python3
+case $DEPTH in d6|d12|d24) ;; *) echo "error: DEPTH=$DEPTH: expected d6, d12 or d24" >&2; exit 1 ;; esac
+for v in THREADS ROUNDS NEW; do
+    [[ ${!v} =~ ^[1-9][0-9]{0,3}$ ]] || { echo "error: $v=${!v}: expected a whole number from 1 to 9999" >&2; exit 1; }
+done
 [ -f data/gpt2/encoder.json ] || { echo "error: data/gpt2/encoder.json missing: run make setup (or make data) first" >&2; exit 1; }
 [ -x ./generate ] && [ -x ./tokenize ] && [ -x dev/cpu/read_bandwidth ] || { echo "error: build first: make generate tokenize; make -C dev/cpu read_bandwidth" >&2; exit 1; }
 tcmalloc=$(dpkg -L libgoogle-perftools4 2> /dev/null | grep -m 1 -E '/libtcmalloc\.so\.[0-9]+$' || true)
@@ -33,12 +39,12 @@ trap 'rm -rf "$tmp"' EXIT
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $THREADS threads (OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "PyTorch setting: $tcmalloc preloaded, $THREADS threads, OMP_WAIT_POLICY=PASSIVE"
-$PY scripts/bench_generate.py --write-model "$tmp/d12.bin" --depth d12
+$PY scripts/bench_generate.py --write-model "$tmp/model.bin" --depth "$DEPTH"
 printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\nYou are all resolved rather to die than to famish?\n' > "$tmp/prompt.txt"
 ./tokenize --vocab data/gpt2 "$tmp/prompt.txt" > "$tmp/prompt.ids"
 # bytes a token reads: every parameter but wpe's other rows (header words 2..7: maxT V L NH C Vp)
 read -r maxT L C Vp < <($PY -c "
-import numpy as np; h = np.fromfile('$tmp/d12.bin', np.int32, 8); print(h[2], h[4], h[6], h[7])")
+import numpy as np; h = np.fromfile('$tmp/model.bin', np.int32, 8); print(h[2], h[4], h[6], h[7])")
 params=$(( Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C ))
 bytes=$(( (params - (maxT - 1) * C) * 4 ))
 bytes_bf16=$(( (Vp * C + L * 12 * C * C) * 2 + (2 * C + L * 13 * C + 2 * C) * 4 ))  # bf16 weights; wte, wpe rows, biases, LayerNorms fp32
@@ -50,7 +56,7 @@ for round in $(seq 1 "$ROUNDS"); do
     OMP_NUM_THREADS=$THREADS dev/cpu/read_bandwidth 1024 | tee "$tmp/bw.out"
     sed -n 's/.*: \([0-9.]*\) GB\/s with.*/\1/p' "$tmp/bw.out" >> "$tmp/bw"
     for p in fp32 bf16; do
-        OMP_NUM_THREADS=$THREADS ./generate -e "$tmp/d12.bin" -f "$tmp/prompt.txt" -n "$NEW" --temperature 0 \
+        OMP_NUM_THREADS=$THREADS ./generate -e "$tmp/model.bin" -f "$tmp/prompt.txt" -n "$NEW" --temperature 0 \
             --precision $p > "$tmp/ours.txt" 2> "$tmp/ours.err"
         echo "$p: $(tail -n 1 "$tmp/ours.err")"
         grep -q "generated $NEW tokens" "$tmp/ours.err" || { echo "error: generate stopped early: $(tail -n 1 "$tmp/ours.err")" >&2; exit 1; }
@@ -61,12 +67,12 @@ for round in $(seq 1 "$ROUNDS"); do
             'BEGIN { printf "%.3f\n", n / ((p + s * (n - 1)) / 1000) }' >> "$tmp/total_$p"
     done
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_PRELOAD="$tcmalloc" OMP_WAIT_POLICY=PASSIVE \
-        OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS $PY scripts/bench_generate.py --model "$tmp/d12.bin" \
+        OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS $PY scripts/bench_generate.py --model "$tmp/model.bin" \
         --prompt-ids "$tmp/prompt.ids" -n "$NEW" --threads "$THREADS" | tee "$tmp/torch.out"
     sed -n 's/.*tok_per_s=\([0-9.]*\).*/\1/p' "$tmp/torch.out" >> "$tmp/torch"
 done
 bw=$(best < "$tmp/bw"); torch=$(best < "$tmp/torch")
-echo "GPT-2 124M, batch 1, prompt of $(wc -l < "$tmp/prompt.ids") tokens + $NEW new, greedy; read bandwidth $bw GB/s (best of $ROUNDS)"
+echo "GPT-2 $DEPTH, batch 1, prompt of $(wc -l < "$tmp/prompt.ids") tokens + $NEW new, greedy; read bandwidth $bw GB/s (best of $ROUNDS)"
 for p in fp32 bf16; do
     b=$bytes; [ $p = bf16 ] && b=$bytes_bf16
     awk -v p=$p -v bw="$bw" -v bytes="$b" -v step="$(best < "$tmp/step_$p")" -v total="$(best < "$tmp/total_$p")" \

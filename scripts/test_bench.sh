@@ -3,11 +3,13 @@
 # round of 3 timed steps, no calibration) must print every row (--recompute 1 too) with sane figures, the
 # medians of the step times it printed, the model FLOPs of the documented formula, and
 # the ratios; and bad settings must give one-line errors. (Timings are not checked.)
+# The same for make bench-generate's script (scripts/bench_generate.sh), on d6.
 source "$(dirname "$0")/testlib.sh"
 make -s train_gpt2 > /dev/null && make -s -C dev/cpu fma_peak > /dev/null || { fail "bench build" "make failed"; exit 0; }
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+genlog=$(mktemp)
+trap 'rm -f "$log" "$genlog"' EXIT
 if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=0 THREADS=2 bash scripts/bench.sh > "$log" 2>&1; then
     pass "bench.sh runs (d6, B=1 T=16, 1 round)"
 else
@@ -99,3 +101,27 @@ expect_error "bench.sh SHAPES=4x2048: one-line error" 1 "shape '4x2048'.*at most
 expect_error "bench.sh SHAPES=4-64: one-line error" 1 "shape '4-64'" env SHAPES=4-64 bash scripts/bench.sh
 expect_error "bench.sh THREADS=0: one-line error" 1 'THREADS=0' env THREADS=0 bash scripts/bench.sh
 expect_error "bench.sh CALIBRATE=yes: one-line error" 1 'CALIBRATE=yes' env CALIBRATE=yes bash scripts/bench.sh
+
+# bench_generate.sh: one round of 4 new tokens on d6 (L=6 C=384 maxT=1024 Vp=50304). A token reads
+# every parameter but wpe's other 1023 rows: 119.9 MB in fp32; in bf16 the matmul weights and wte
+# are bf16, the rest fp32: 60.0 MB. The share of the bound is tok/s over the bound.
+if make -s generate tokenize > /dev/null && make -s -C dev/cpu read_bandwidth > /dev/null &&
+   DEPTH=d6 ROUNDS=1 NEW=4 THREADS=2 bash scripts/bench_generate.sh > "$genlog" 2>&1; then
+    pass "bench_generate.sh runs (d6, 4 new tokens, 1 round)"
+else
+    fail "bench_generate.sh runs" "exit $?: $(tail -n 3 "$genlog" | tr '\n' ' ')"
+fi
+for p in fp32:119.9 bf16:60.0; do
+    line=$(grep -E "^${p%%:*}: ${p#*:} MB read per token, bound [0-9.]+ tok/s; incremental decoding [0-9.]+ tok/s = [0-9]+% of the bound \(goal >= 70%\); prompt \+ new: [0-9.]+ tok/s = [0-9.]+x the PyTorch fp32 full-sequence loop \([0-9.]+ tok/s; goal >= 5x\)$" "$genlog")
+    # (the printed figures are rounded: the share within 1 point, the ratio within 0.1)
+    if [ -n "$line" ] && awk -v l="$line" 'function abs(v) { return v < 0 ? -v : v }
+        BEGIN { split(l, w, " "); b = w[8]; r = w[12]; pct = w[15] + 0; t = w[25]; x = w[28] + 0
+        torch = substr(w[34], 2) + 0
+        exit !(b > 0 && r > 0 && abs(pct - 100 * r / b) <= 1 && torch > 0 && abs(x - t / torch) <= 0.1) }'; then
+        pass "bench_generate.sh ${p%%:*}: bytes per token, bound, share and PyTorch ratio consistent"
+    else
+        fail "bench_generate.sh ${p%%:*}" "$(grep "^${p%%:*}: " "$genlog" | tail -n 1)"
+    fi
+done
+expect_error "bench_generate.sh DEPTH=d7: one-line error" 1 'DEPTH=d7' env DEPTH=d7 bash scripts/bench_generate.sh
+expect_error "bench_generate.sh NEW=0: one-line error" 1 'NEW=0' env NEW=0 bash scripts/bench_generate.sh
