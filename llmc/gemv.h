@@ -54,15 +54,14 @@ static inline float gemv_dot(const float *w, const float *x, int C) {
 // row o0 + i); with gelu, out = gelu(that) and pre (if not NULL) = that.
 static inline void gemv_finish(float *out, const float *addend, const float *bias, int gelu, float *pre,
                                int o0, int n, const float d[4]) {
+    vfloat v = {0};  // the quad's values in lanes 0..n-1: one vector GELU for the four
     for (int i = 0; i < n; i++) {
         const int o = o0 + i;
-        float v = (addend != NULL ? addend[o] : 0.0f) + d[i] + (bias != NULL ? bias[o] : 0.0f);
-        if (gelu) {
-            if (pre != NULL) { pre[o] = v; }
-            v = gelu_vec(vec_set1(v))[0];
-        }
-        out[o] = v;
+        v[i] = (addend != NULL ? addend[o] : 0.0f) + d[i] + (bias != NULL ? bias[o] : 0.0f);
+        if (gelu && pre != NULL) { pre[o] = v[i]; }
     }
+    if (gelu) { v = gelu_vec(v); }
+    for (int i = 0; i < n; i++) { out[o0 + i] = v[i]; }
 }
 
 // The outputs of quads [q0, q1) (rows 4 q0 .. 4 q1 - 1, fewer at OC) of gemv below, on the
