@@ -157,55 +157,79 @@ static inline void gemm_transpose16_epi32(__m512i v[16]) {
     }
 }
 
-// Packs one full panel for the vdpbf16ps kernel: R rows (of A, or columns of B) by kcp full
-// pairs, element (r, k) at src[r*s_r + k*s_k], into w[p*R + r] = pair (k = 2p, 2p+1), rounding
-// with vcvtneps2bf16 (nearest-even, NaN kept; denormals become zero, which vdpbf16ps does to
-// them anyway). Two layouts run vectorized: s_k = 1 (a pair is two adjacent floats: 16 floats
-// make 8 words) and s_r = 1 (16 rows adjacent: two rows k, k+1 make 16 words); returns 0 for
-// any other, which the caller packs itself.
+// Packs the full panels of a block for the vdpbf16ps kernel: `full` rows of A (or columns of B),
+// a multiple of R, in R-row panels, by kcp full pairs; element (r, k) at src[r*s_r + k*s_k] goes
+// to w[(r / R) * kcp_stride * R + p*R + r % R] as the pair (k = 2p, 2p+1), rounded with
+// vcvtne2ps2bf16 (nearest-even, NaN kept; denormals become zero, which vdpbf16ps does to them
+// anyway). kcp_stride is the pairs per panel of the buffer. Two layouts run vectorized, and
+// both read the source as a few sequential streams (a panel's rows are short runs far apart:
+// packed one panel at a time they left the loads waiting on memory):
+//   s_k = 1 (a row's pairs are adjacent floats): 16 rows by 16 pairs at a time, each row's 32
+//     floats becoming 16 words, then a 16 x 16 transpose of the words;
+//   s_r = 1 (rows adjacent, a pair is two source rows k, k+1): four pairs (8 source rows) are
+//     read across the whole block, each 16 rows of a pair interleaved by one vpermw.
+// Returns 0 for any other layout, which the caller packs itself.
 GEMM_BF16_TARGET
-static int gemm_pack_panel_bf16_fast(int R, int kcp, const float *src, ptrdiff_t s_r, ptrdiff_t s_k, uint32_t *w) {
+static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, const float *src, ptrdiff_t s_r,
+                                     ptrdiff_t s_k, uint32_t *w) {
+    const size_t panel_words = (size_t)kcp_stride * R;
     if (s_k == 1) {
         const int p16 = kcp / 16 * 16, p8 = kcp / 8 * 8;
-        // 16 rows by 16 pairs at a time: each row's 32 floats become 16 words (one vector), and
-        // a 16 x 16 transpose of the words makes 16 vectors of one pair of each row
-        for (int r0 = 0; r0 < R; r0 += 16) {
-            const int rn = gemm_min_bf16(16, R - r0);
-            const __mmask16 m = (__mmask16)((1u << rn) - 1);
-            for (int p0 = 0; p0 < p16; p0 += 16) {
-                __m512i v[16];
-                #pragma GCC unroll 16
-                for (int r = 0; r < 16; r++) {
-                    const float *x = src + (ptrdiff_t)(r0 + r) * s_r + 2 * p0;
-                    v[r] = r < rn ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x))
-                                  : _mm512_setzero_si512();
+        for (int r0 = 0; r0 < full; r0 += R) {  // a panel: its rows in groups of 16 (12 for A)
+            uint32_t *wp = w + (size_t)(r0 / R) * panel_words;
+            for (int g = 0; g < R; g += 16) {
+                const int rn = gemm_min_bf16(16, R - g);
+                const __mmask16 m = (__mmask16)((1u << rn) - 1);
+                for (int p0 = 0; p0 < p16; p0 += 16) {
+                    __m512i v[16];
+                    #pragma GCC unroll 16
+                    for (int r = 0; r < 16; r++) {
+                        const float *x = src + (ptrdiff_t)(r0 + g + r) * s_r + 2 * p0;
+                        if (r < rn) {  // the same lines of the row one group (16 rows) on
+                            __builtin_prefetch(x + 16 * s_r);
+                            __builtin_prefetch(x + 16 * s_r + 16);
+                        }
+                        v[r] = r < rn ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x))
+                                      : _mm512_setzero_si512();
+                    }
+                    gemm_transpose16_epi32(v);
+                    #pragma GCC unroll 16
+                    for (int q = 0; q < 16; q++) { _mm512_mask_storeu_epi32((void *)(wp + (size_t)(p0 + q) * R + g), m, v[q]); }
                 }
-                gemm_transpose16_epi32(v);
-                #pragma GCC unroll 16
-                for (int q = 0; q < 16; q++) { _mm512_mask_storeu_epi32((void *)(w + (size_t)(p0 + q) * R + r0), m, v[q]); }
             }
         }
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < full; r++) {
             const float *row = src + r * s_r;
+            uint32_t *wr = w + (size_t)(r / R) * panel_words + r % R;
             int p = p16;
             for (; p < p8; p += 8) {
                 uint32_t words[8] __attribute__((aligned(32)));
                 _mm256_store_si256((__m256i *)words, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(row + 2 * p)));
                 #pragma GCC unroll 8
-                for (int q = 0; q < 8; q++) { w[(size_t)(p + q) * R + r] = words[q]; }
+                for (int q = 0; q < 8; q++) { wr[(size_t)(p + q) * R] = words[q]; }
             }
-            for (; p < kcp; p++) { w[(size_t)p * R + r] = gemm_bf16_pair(row[2 * p], row[2 * p + 1]); }
+            for (; p < kcp; p++) { wr[(size_t)p * R] = gemm_bf16_pair(row[2 * p], row[2 * p + 1]); }
         }
         return 1;
     }
     if (s_r == 1) {
-        for (int p = 0; p < kcp; p++) {
-            const float *lo = src + (ptrdiff_t)(2 * p) * s_k, *hi = lo + s_k;
-            for (int r = 0; r < R; r += 16) {
-                const __mmask16 m = R - r >= 16 ? 0xffff : (__mmask16)((1u << (R - r)) - 1);  // 12-row A panels
-                const __m512i l = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo + r)));
-                const __m512i h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, hi + r)));
-                _mm512_mask_storeu_epi32((void *)(w + (size_t)p * R + r), m, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+        // word j of the result: bf16 j of lo (low half), then bf16 j of hi (high half)
+        const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                    23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        for (int p0 = 0; p0 < kcp; p0 += 4) {
+            const int pn = gemm_min_bf16(4, kcp - p0);
+            for (int r0 = 0; r0 < full; r0 += R) {
+                uint32_t *dst = w + (size_t)(r0 / R) * panel_words + (size_t)p0 * R;
+                for (int q = 0; q < pn; q++) {
+                    const float *lo = src + (ptrdiff_t)(2 * (p0 + q)) * s_k + r0, *hi = lo + s_k;
+                    for (int r = 0; r < R; r += 16) {
+                        const __mmask16 m = R - r >= 16 ? 0xffff : (__mmask16)((1u << (R - r)) - 1);  // 12-row A panels
+                        __builtin_prefetch(lo + 8 * s_k + r);  // the same line of the rows four pairs on
+                        __builtin_prefetch(hi + 8 * s_k + r);
+                        const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi + r), _mm512_maskz_loadu_ps(m, lo + r));
+                        _mm512_mask_storeu_epi32((void *)(dst + (size_t)q * R + r), m, _mm512_permutexvar_epi16(interleave, (__m512i)pairs));
+                    }
+                }
             }
         }
         return 1;

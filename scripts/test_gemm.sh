@@ -51,6 +51,7 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/    return gemm_bf16_bits(hi) \(.\) (gemm_bf16_bits(lo) >> 16);/    return gemm_bf16_bits(lo) \1 (gemm_bf16_bits(hi) >> 16);/|1|pair order swapped in the native packing (k in the high half)"
     "llmc/gemm.h|s/    dst\[0\] = gemm_bf16_round(hi);/    dst[0] = gemm_bf16_round(lo);/;s/    dst\[step\] = gemm_bf16_round(lo);/    dst[step] = gemm_bf16_round(hi);/|1|pair order swapped in the emulated packing (k first)"
     "llmc/gemm_kernel_bf16.h|s/        v\[8 + j\] = _mm512_shuffle_i32x4(t\[j\], t\[8 + j\], 0xdd);/        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);/|1|a wrong lane shuffle in the packing's 16x16 transpose (native path)"
+    "llmc/gemm_kernel_bf16.h|s/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi + r), _mm512_maskz_loadu_ps(m, lo + r))/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, lo + r), _mm512_maskz_loadu_ps(m, hi + r))/|1|pair order swapped in the vpermw interleave of the native packing (source rows k, k+1 adjacent)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_loadu_ps(cin + i \* ldcin));/_mm512_loadu_ps(cin));/|1|every row given the addend's first row in the native kernel's in-register epilogue"
 )
 has_bf16=0
