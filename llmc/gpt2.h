@@ -989,7 +989,7 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
 }
 
 static void gpt2_zero_grad(GPT2 *model) {
-    memset(model->grads_memory, 0, model->params_span * sizeof(float));
+    zero_floats(model->grads_memory, model->params_span);
     fwd_lap(model, PROF_ZEROING);
 }
 

@@ -12,8 +12,9 @@ Kernels and versions:
   sum_of_squares   sum of g^2 over the gradients, in double (gpt2_grad_norm)
     1  the simple code of gpt2_grad_norm: 64 parts, a double running sum each
     2  llmc/adamw.h: the same 64 parts, blocks of 1024 in float vectors into a double
-  zero             grads = 0 (gpt2_zero_grad): memset, the one version (measured against
-                   a memset of each thread's half: no faster, so the model keeps memset)
+  zero             grads = 0 (gpt2_zero_grad)
+    1  memset, one thread
+    2  llmc/adamw.h zero_floats: all threads, non-temporal stores of whole lines
 
 n = 124,475,904 floats (GPT-2 124M's parameters with Vp = 50304), and an odd 1,000,003.
 Bytes per call: AdamW reads params, grads, m, v and writes params, m, v: 7 n floats;
@@ -91,12 +92,13 @@ static void adamw3(void *p) { Args *a = p; adamw_update(ADAMW_ARGS(a)); }
 static void sumsq1(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares1(a->grads, a->n); }
 static void sumsq2(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares(a->grads, a->n); }
 static void zero1(void *p) { Args *a = p; memset(a->zeroed, 0, a->n * sizeof(float)); }
+static void zero2(void *p) { Args *a = p; zero_floats(a->zeroed, a->n); }
 
 typedef struct { const char *kernel; void (*fn[3])(void *); const char *what[3]; double floats; } Kernel;
 static const Kernel KERNELS[] = {
     {"adamw_update", {adamw1, adamw2, adamw3}, {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt"}, 7},
     {"sum_of_squares", {sumsq1, sumsq2}, {"simple (double running sums)", "llmc: float vector blocks into double"}, 1},
-    {"zero", {zero1}, {"memset"}, 1},
+    {"zero", {zero1, zero2}, {"memset", "llmc: parallel, non-temporal stores"}, 1},
 };
 
 int main(int argc, char **argv) {
