@@ -15,6 +15,7 @@ multiply-adds = 64 flops. It is compiled with a target attribute and called only
 the CPU has it (checked at run time), so this file builds and runs on any x86-64.
 */
 #include <immintrin.h>
+#include "bf16_peak.h"
 #include "common.h"
 
 #if defined(__AVX512F__)
@@ -48,30 +49,6 @@ static double fma_gflops(int threads, long iters) {
     return 2.0 * PEAK_LANES * CHAINS * (double)iters * threads / seconds / 1e9;
 }
 
-// 12 chains of 512-bit vdpbf16ps, acc[c] (16 fp32) += pairwise dot of a and b (32 bf16 each).
-// The operands are small (1e-3), so the sums stay normal numbers for any iteration count.
-#define BF16_CHAINS 12
-__attribute__((target("avx512bf16,avx512f")))
-static double bf16_dot_gflops(int threads, long iters) {
-    float sink = 0.0f;
-    double t0 = now_seconds();
-    #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-        __m512 acc[BF16_CHAINS];
-        __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
-        __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
-        for (int c = 0; c < BF16_CHAINS; c++) { acc[c] = _mm512_set1_ps((float)c); }
-        for (long it = 0; it < iters; it++) {
-            #pragma GCC unroll 12
-            for (int c = 0; c < BF16_CHAINS; c++) { acc[c] = _mm512_dpbf16_ps(acc[c], a, b); }
-        }
-        for (int c = 0; c < BF16_CHAINS; c++) { sink += _mm512_reduce_add_ps(acc[c]); }
-    }
-    double seconds = now_seconds() - t0;
-    if (sink == 12345.0f) { printf(" "); }  // keep the result alive
-    return 64.0 * BF16_CHAINS * (double)iters * threads / seconds / 1e9;
-}
-
 // The best of 3 timed runs with `threads` threads of fn.
 static double best_of_3(double (*fn)(int, long), int threads, long iters) {
     double best = 0.0;
@@ -89,11 +66,9 @@ int main(void) {
     double one = best_of_3(fma_gflops, 1, 100000000);
     printf("fp32 FMA peak: %.1f GFLOP/s with %d threads, %.1f with 1 (%d-lane vectors)\n", all, threads, one,
            PEAK_LANES);
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")) {
-        bf16_dot_gflops(threads, 20000000);
-        all = best_of_3(bf16_dot_gflops, threads, 100000000);
-        one = best_of_3(bf16_dot_gflops, 1, 100000000);
+    if (bf16_dot_available()) {
+        all = bf16_dot_peak(threads);
+        one = bf16_dot_peak(1);
         printf("bf16 dot peak: %.1f GFLOP/s with %d threads, %.1f with 1 (vdpbf16ps, 512-bit)\n", all, threads, one);
     } else {
         printf("bf16 dot peak: none: this CPU has no AVX512_BF16\n");
