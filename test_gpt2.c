@@ -116,7 +116,7 @@ static int fused_away(const char *full_name) {
 // With --precision bf16, the tensors that the matmuls round to bf16 (their operands other
 // than the weights), in the forward and the backward pass. See resync below.
 static const char *const MATMUL_OPERANDS[] = {
-    "ln1", "atty", "ln2", "fch_gelu", "lnf",                   // forward (and recomputed in backward)
+    "ln1", "atty", "ln2", "fch_gelu", "lnf",                   // forward (and again where recomputed)
     "dlogits", "dresidual3", "dfch", "dresidual2", "dqkv"};  // backward
 
 static int is_matmul_operand(const char *name) {

@@ -79,10 +79,11 @@ static const int PARAMETER_DECAYS[NUM_PARAMETER_TENSORS] = {1, 1, 0, 0, 1, 0, 1,
 
 // What the forward pass keeps for the backward pass, per layer, and scratch
 // buffers that every layer reuses. Not kept, but recomputed by the backward
-// pass: the LayerNorm outputs and gelu(fch) (cheap elementwise work), and the
-// attention output (one more attention forward, under 3% of a step at T=1024);
-// that is (B, T, 7C) floats per layer less, what keeps the activations of B=4, T=1024
-// small (make bench prints our peak RSS beside PyTorch's). The attention matrix is never stored (see attention.h).
+// pass: the LayerNorm outputs and gelu(fch) (cheap elementwise work); that is
+// (B, T, 6C) floats per layer less, what keeps the activations of B=4, T=1024
+// small (make bench prints our peak RSS beside PyTorch's). The attention output is
+// kept: recomputing it was one more attention forward, 5% of a bf16 step at T=1024 on
+// Zen 5, for (B, T, C) floats a layer. The attention matrix is never stored (see attention.h).
 // With recompute (train_gpt2 --recompute 1, activation checkpointing per block) the
 // tensors marked "(L, ...)" other than residual3 hold one layer: the forward pass keeps
 // only each block's input, and the backward pass re-runs block l's forward into them
@@ -93,6 +94,7 @@ typedef struct {
     float *ln1_rstd;   // (L, B, T)
     float *qkv;        // (L, B, T, 3C)
     float *att_lse;    // (L, B, NH, T) log-sum-exp of each softmax row
+    float *atty;       // (L, B, T, C)  attention output, before the projection
     float *residual2;  // (L, B, T, C)  after the attention residual
     float *ln2_mean;   // (L, B, T)
     float *ln2_rstd;   // (L, B, T)
@@ -103,7 +105,6 @@ typedef struct {
     float *lnf_rstd;   // (B, T)
     float *losses;     // (B, T)
     // scratch, overwritten by every layer
-    float *atty;       // (B, T, C)   attention output, before the projection
     float *ln;         // (B, T, C)   a LayerNorm output
     float *fch_gelu;   // (B, T, 4C)
     float *logits;     // (chunk rows, Vp) one chunk of the classifier
@@ -267,10 +268,11 @@ static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GP
     size_t s[NUM_ACTIVATION_TENSORS] = {
         N * C,                                         // encoded
         Lk * N, Lk * N, Lk * N * 3 * C,                // ln1_mean, ln1_rstd, qkv
-        Lk * NH * N, Lk * N * C, Lk * N, Lk * N,       // att_lse, residual2, ln2_mean, ln2_rstd
+        Lk * NH * N, Lk * N * C,                       // att_lse, atty
+        Lk * N * C, Lk * N, Lk * N,                    // residual2, ln2_mean, ln2_rstd
         Lk * N * 4 * C, L * N * C,                     // fch, residual3
         N * C, N, N, N,                                // lnf, lnf_mean, lnf_rstd, losses
-        N * C, N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // atty, ln, fch_gelu, logits
+        N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // ln, fch_gelu, logits
         N * C, N * C, N * C, N * 3 * C, N * 4 * C};    // dresidual, dln, datty, dqkv, dfch
     memcpy(sizes, s, sizeof(s));
 }
@@ -496,7 +498,7 @@ static LayerTensors layer_tensors(const ParameterTensors *p, const GPT2Config *c
 // layers but residual3 share the one layer's worth there is.
 typedef struct {
     float *input;  // the residual stream entering the layer: encoded or residual3 of layer l-1
-    float *ln1_mean, *ln1_rstd, *qkv, *att_lse, *residual2, *ln2_mean, *ln2_rstd, *fch, *residual3;
+    float *ln1_mean, *ln1_rstd, *qkv, *att_lse, *atty, *residual2, *ln2_mean, *ln2_rstd, *fch, *residual3;
 } LayerActivations;
 
 static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T) {
@@ -505,7 +507,8 @@ static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T
     size_t k = model->recompute ? 0 : l;  // the layer's slot in the tensors other than residual3
     LayerActivations la = {
         l == 0 ? a->encoded : a->residual3 + (l - 1) * N * C,
-        a->ln1_mean + k * N, a->ln1_rstd + k * N, a->qkv + k * N * 3 * C, a->att_lse + k * NH * N, a->residual2 + k * N * C, a->ln2_mean + k * N, a->ln2_rstd + k * N,
+        a->ln1_mean + k * N, a->ln1_rstd + k * N, a->qkv + k * N * 3 * C, a->att_lse + k * NH * N, a->atty + k * N * C,
+        a->residual2 + k * N * C, a->ln2_mean + k * N, a->ln2_rstd + k * N,
         a->fch + k * N * 4 * C, a->residual3 + l * N * C};
     return la;
 }
@@ -553,9 +556,9 @@ static void block_forward(GPT2 *model, int layer, int B, int T, int recomputing)
     FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C),
             {"ln1_mean", a.ln1_mean, N, 1}, {"ln1_rstd", a.ln1_rstd, N, 1}, {"ln1", s->ln, N, C});
     FORWARD(PROF_MATMUL, matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C), {"qkv", a.qkv, N, 3 * C});
-    FORWARD(PROF_ATTENTION, attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH),
-            {"att_lse", a.att_lse, (size_t)B * NH, T}, {"atty", s->atty, N, C});
-    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, s->atty, w.attprojw, w.attprojb, N, C, C),
+    FORWARD(PROF_ATTENTION, attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH),
+            {"att_lse", a.att_lse, (size_t)B * NH, T}, {"atty", a.atty, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, a.atty, w.attprojw, w.attprojb, N, C, C),
             {"residual2", a.residual2, N, C});
 
     FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C),
@@ -594,13 +597,11 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
 
-    // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); the attention output
-    // and ln1 recomputed (the lse comes out the same)
-    BACKWARD(PROF_ATTENTION, attention_forward(s->atty, a.att_lse, a.qkv, B, T, C, NH), {"atty", s->atty, N, C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, s->atty, w.attprojw,
+    // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); ln1 recomputed
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw,
                                              N, C, C, MATMUL_OVERWRITE_DINP), {"datty", s->datty, N, C});
     BACKWARD(PROF_ZEROING, memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float)));
-    BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, s->atty, a.att_lse, a.qkv, B, T, C, NH),
+    BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
     BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C),
              {"ln1", s->ln, N, C});
