@@ -8,7 +8,10 @@
 #    policy PASSIVE or ACTIVE, threads bound to cores or not, AVX-512 ATen kernels, inter-op
 #    threads) runs a few steps at B=4 T=64, in fp32 and in bf16 autocast; the fastest setting
 #    of each precision is kept and printed;
-#  - fp32 and bf16 autocast (torch.autocast("cpu", dtype=torch.bfloat16): oneDNN's bf16 matmuls).
+#  - fp32 and bf16 autocast (torch.autocast("cpu", dtype=torch.bfloat16): oneDNN's bf16 matmuls),
+#    the latter on CPUs with AVX-512 (TORCH_BF16=auto): on Zen 3 (AVX2 only) a step of it took
+#    70 s at B=4 T=64, 34x PyTorch fp32's, which makes it no one's best setting there and
+#    would make this benchmark last hours (TORCH_BF16=1 runs it anyway, 0 never).
 # Then, per shape and round, interleaved so that all see the same machine state:
 # train_gpt2 fp32, train_gpt2 --precision bf16 (where this build has the flag), PyTorch
 # fp32, PyTorch bf16, train_gpt2 --precision bf16 --recompute 1 (activation checkpointing:
@@ -28,7 +31,7 @@
 #
 # Overrides (all optional):
 #   THREADS=2 ROUNDS=2 SHAPES="4x64 4x1024" MODEL=d12 CALIBRATE=1 CAL_SHAPE=4x64 CAL_STEPS=3
-#   STEPS= (timed steps per run; default 6, 3 when T >= 512)
+#   STEPS= (timed steps per run; default 6, 3 when T >= 512) TORCH_BF16=auto
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
@@ -39,6 +42,7 @@ CALIBRATE=${CALIBRATE:-1}
 CAL_SHAPE=${CAL_SHAPE:-4x64}
 CAL_STEPS=${CAL_STEPS:-3}
 STEPS=${STEPS:-}
+TORCH_BF16=${TORCH_BF16:-auto}
 PY=/usr/bin/python3
 shard=data/tinyshakespeare/tiny_shakespeare_train_000000.bin
 
@@ -47,6 +51,7 @@ posint() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1=$2: expected a positive integer"
 posint THREADS "$THREADS"; posint ROUNDS "$ROUNDS"; posint CAL_STEPS "$CAL_STEPS"
 [ -z "$STEPS" ] || posint STEPS "$STEPS"
 [[ $CALIBRATE =~ ^[01]$ ]] || die "CALIBRATE=$CALIBRATE: expected 0 or 1"
+[[ $TORCH_BF16 =~ ^(auto|0|1)$ ]] || die "TORCH_BF16=$TORCH_BF16: expected auto, 0 or 1"
 for shape in $SHAPES $CAL_SHAPE; do
     [[ $shape =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "shape '$shape' in SHAPES/CAL_SHAPE: expected BxT, e.g. 4x64"
     [ "${shape#*x}" -le 1024 ] || die "shape '$shape' in SHAPES/CAL_SHAPE: T is at most 1024 (GPT-2's context)"
@@ -79,6 +84,13 @@ done
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, flags:$flags_that_matter"
 echo "peaks with $THREADS threads (dev/cpu/fma_peak): fp32 FMA $peak_fp32 GFLOP/s, bf16 dot ${peak_bf16:-none (no AVX512_BF16)}${peak_bf16:+ GFLOP/s}"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
+# PyTorch bf16 autocast: where it runs, and why not where it does not (the row's note)
+torch_bf16=$TORCH_BF16 torch_bf16_note="not run: TORCH_BF16=0"
+if [ "$torch_bf16" = auto ]; then
+    torch_bf16=0 torch_bf16_note="not run: no AVX-512 on this CPU, where it is far slower than PyTorch fp32 (TORCH_BF16=1 runs it)"
+    [[ " $cpu_flags " == *" avx512bw "* ]] && torch_bf16=1
+fi
+[ $torch_bf16 = 1 ] || echo "PyTorch bf16 autocast: $torch_bf16_note"
 
 ours_bf16=0 ours_recompute=0
 ./train_gpt2 -h 2>&1 | grep -q -- --precision && ours_bf16=1
@@ -132,12 +144,13 @@ run_torch() {
 # as soon as its median is over twice the best so far (under a busy machine, a spinning
 # OMP_WAIT_POLICY=ACTIVE can be 5x slower, and would otherwise take minutes).
 best_fp32=${CANDIDATES[0]}; best_bf16=${CANDIDATES[0]}
+cal_precisions="fp32"; [ $torch_bf16 = 1 ] && cal_precisions="fp32 bf16"
 if [ "$CALIBRATE" = 1 ]; then
     cB=${CAL_SHAPE%x*}; cT=${CAL_SHAPE#*x}
     echo "-- calibration of PyTorch's settings: $MODEL B=$cB T=$cT, $CAL_STEPS timed steps after a warm-up, tcmalloc, OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=$THREADS"
     for prec in fp32 bf16; do echo "inf" > "$tmp/cal_best_$prec"; done
     for cand in "${CANDIDATES[@]}"; do
-        for prec in fp32 bf16; do
+        for prec in $cal_precisions; do
             best=$(cat "$tmp/cal_best_$prec")
             give_up=$([ "$best" = inf ] || awk -v b="$best" 'BEGIN { printf "--give-up-ms %.1f", 2 * b }')
             ms=$(run_torch $prec "$cand $give_up" "$cB" "$cT" "$CAL_STEPS" | cut -d ' ' -f 2 | median)
@@ -154,7 +167,7 @@ else
     setting_note="calibration skipped: CALIBRATE=0"
 fi
 echo "PyTorch fp32 setting: tcmalloc, $THREADS threads, $best_fp32 ($setting_note)"
-echo "PyTorch bf16 setting: tcmalloc, $THREADS threads, $best_bf16 ($setting_note)"
+[ $torch_bf16 = 1 ] && echo "PyTorch bf16 setting: tcmalloc, $THREADS threads, $best_bf16 ($setting_note)"
 
 ROWS=("ours fp32" "ours bf16" "torch fp32" "torch bf16" "ours bf16r")
 row_name() {
@@ -173,6 +186,7 @@ for shape in $SHAPES; do
             prog=${row% *}; prec=${row#* }; f=${row/ /_}
             [ "$row" = "ours bf16" ] && [ $ours_bf16 = 0 ] && continue
             [ "$row" = "ours bf16r" ] && [ $ours_recompute = 0 ] && continue
+            [ "$row" = "torch bf16" ] && [ $torch_bf16 = 0 ] && continue
             if [ "$prog" = ours ]; then
                 run_ours "$prec" "$B" "$T" "$steps" > "$tmp/ms"
             else
@@ -183,12 +197,15 @@ for shape in $SHAPES; do
             echo "-- $MODEL B=$B T=$T round $round: $(row_name "$row") ms of step:$(awk '{ printf " %s:%s", $1, $2 }' "$tmp/ms")"
         done
     done
-    # one line per row, tab-separated: name ms rss peak ("-" when the row did not run or there is no peak)
+    # one line per row, tab-separated: name ms rss peak note ("-" when the row did not run or
+    # there is no peak; the note says why a row did not run)
     for row in "${ROWS[@]}"; do
         f=${row/ /_}
         if [ -s "$tmp/ms_$f" ]; then ms=$(median < "$tmp/ms_$f"); rss=$(sort -n "$tmp/rss_$f" | tail -n 1); else ms=-; rss=-; fi
         peak=$([ "${row#* }" = fp32 ] && echo "$peak_fp32" || echo "${peak_bf16:--}")
-        printf '%s\t%s\t%s\t%s\n' "$(row_name "$row")" "$ms" "$rss" "$peak"
+        note="not available in this build (no --precision or --recompute flag)"
+        [ "$row" = "torch bf16" ] && note=$torch_bf16_note
+        printf '%s\t%s\t%s\t%s\t%s\n' "$(row_name "$row")" "$ms" "$rss" "$peak" "$note"
     done > "$tmp/rows"
     awk -F '\t' -v B="$B" -v T="$T" -v L="$L" -v C="$C" -v NH="$NH" -v model="$MODEL" '
     function ratio(a, b, what) {
@@ -196,14 +213,14 @@ for shape in $SHAPES; do
         printf "RESULT %s: %s %.0f ms against %s %.0f ms: %.2fx its step rate, %.2fx its peak RSS\n",
             what, name[a], ms[a], name[b], ms[b], ms[b] / ms[a], rss[a] / rss[b]
     }
-    { n++; name[n] = $1; ms[n] = $2; rss[n] = $3; peak[n] = $4 }
+    { n++; name[n] = $1; ms[n] = $2; rss[n] = $3; peak[n] = $4; note[n] = $5 }
     END {
         Vp = 50304; hs = C / NH
         fwd = 2 * B * T * (12 * L * C * C + C * Vp) + L * 4 * B * NH * hs * T * (T + 1) / 2
         gflop = 3 * fwd / 1e9
         printf "RESULT %s B=%d T=%d: %.3f model GFLOP per step\n", model, B, T, gflop
         for (r = 1; r <= n; r++) {
-            if (ms[r] == "-") { printf "RESULT %s B=%d T=%d %s: not available in this build (no --precision or --recompute flag)\n", model, B, T, name[r]; continue }
+            if (ms[r] == "-") { printf "RESULT %s B=%d T=%d %s: %s\n", model, B, T, name[r], note[r]; continue }
             unit = name[r] ~ /fp32/ ? "fp32 FMA" : "bf16 dot"
             mfu = peak[r] == "-" ? sprintf("MFU n/a (no %s peak)", unit) : sprintf("MFU %.1f%% of the %s peak", 100 * gflop / ms[r] * 1e3 / peak[r], unit)
             printf "RESULT %s B=%d T=%d %s: %.0f ms/step, %.0f tok/s, %.1f GFLOP/s, %s, peak RSS %.0f MiB\n",
@@ -212,7 +229,7 @@ for shape in $SHAPES; do
         ratio(1, 3, sprintf("%s B=%d T=%d ratio fp32/fp32", model, B, T))
         ratio(2, 4, sprintf("%s B=%d T=%d ratio bf16/bf16", model, B, T))
         ours = ms[2] != "-" && ms[2] < ms[1] ? 2 : 1
-        theirs = ms[4] < ms[3] ? 4 : 3
+        theirs = ms[4] != "-" && ms[4] < ms[3] ? 4 : 3
         ratio(ours, theirs, sprintf("%s B=%d T=%d ratio best/best", model, B, T))
         ratio(5, 4, sprintf("%s B=%d T=%d ratio bf16 --recompute 1/bf16", model, B, T))
     }' "$tmp/rows"

@@ -10,7 +10,8 @@ make -s train_gpt2 > /dev/null && make -s -C dev/cpu fma_peak > /dev/null || { f
 log=$(mktemp)
 genlog=$(mktemp)
 trap 'rm -f "$log" "$genlog"' EXIT
-if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=0 THREADS=2 bash scripts/bench.sh > "$log" 2>&1; then
+# TORCH_BF16=1: the PyTorch bf16 autocast row also on a CPU without AVX-512, where make bench skips it
+if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=0 THREADS=2 TORCH_BF16=1 bash scripts/bench.sh > "$log" 2>&1; then
     pass "bench.sh runs (d6, B=1 T=16, 1 round)"
 else
     fail "bench.sh runs" "exit $?: $(tail -n 3 "$log" | tr '\n' ' ')"
@@ -96,7 +97,19 @@ fi
 expect_ok "bench.sh ratio fp32/fp32" grep -Eq '^RESULT d6 B=1 T=16 ratio fp32/fp32: train_gpt2 fp32 [0-9]+ ms against PyTorch fp32 [0-9]+ ms: [0-9.]+x its step rate, [0-9.]+x its peak RSS$' "$log"
 expect_ok "bench.sh ratio best/best" grep -Eq '^RESULT d6 B=1 T=16 ratio best/best: train_gpt2 (fp32|bf16) [0-9]+ ms against PyTorch (fp32|bf16 autocast) [0-9]+ ms: [0-9.]+x its step rate' "$log"
 
+# TORCH_BF16=0 (as auto on a CPU without AVX-512): no PyTorch bf16 row, the row says why, and
+# our best is compared with PyTorch fp32
+if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=1 CALIBRATE=0 THREADS=2 TORCH_BF16=0 bash scripts/bench.sh > "$log" 2>&1; then
+    expect_ok "bench.sh TORCH_BF16=0: no PyTorch bf16 run" bash -c "! grep -q 'PyTorch bf16 autocast ms of step' '$log'"
+    expect_ok "bench.sh TORCH_BF16=0: the row says why" grep -q '^RESULT d6 B=1 T=16 PyTorch bf16 autocast: not run: TORCH_BF16=0$' "$log"
+    expect_ok "bench.sh TORCH_BF16=0: ratio bf16/bf16 n/a" grep -q '^RESULT d6 B=1 T=16 ratio bf16/bf16: n/a (PyTorch bf16 autocast not run)$' "$log"
+    expect_ok "bench.sh TORCH_BF16=0: best/best against PyTorch fp32" grep -Eq '^RESULT d6 B=1 T=16 ratio best/best: train_gpt2 (fp32|bf16) [0-9]+ ms against PyTorch fp32 [0-9]+ ms: ' "$log"
+else
+    fail "bench.sh TORCH_BF16=0 runs" "exit $?: $(tail -n 3 "$log" | tr '\n' ' ')"
+fi
+
 expect_error "bench.sh MODEL=d7: one-line error" 1 'MODEL=d7' env MODEL=d7 bash scripts/bench.sh
+expect_error "bench.sh TORCH_BF16=yes: one-line error" 1 'TORCH_BF16=yes' env TORCH_BF16=yes bash scripts/bench.sh
 expect_error "bench.sh SHAPES=4x2048: one-line error" 1 "shape '4x2048'.*at most 1024" env SHAPES=4x2048 bash scripts/bench.sh
 expect_error "bench.sh SHAPES=4-64: one-line error" 1 "shape '4-64'" env SHAPES=4-64 bash scripts/bench.sh
 expect_error "bench.sh THREADS=0: one-line error" 1 'THREADS=0' env THREADS=0 bash scripts/bench.sh
