@@ -6,8 +6,10 @@ Checks the model against a PyTorch reference (scripts/gpt2_reference.py).
 Runs forward and backward on the debug state's batch with the same model code
 as train_gpt2 (llmc/gpt2.h) and compares, in this order: every intermediate
 of the forward pass and every gradient the backward pass materializes (with
--a), the logits, the loss, the gradients of the 16 parameter tensors; then
-(with -l) takes AdamW steps on the same batch and compares the loss of each.
+-a), the logits, the loss, the gradients of the 16 parameter tensors; then that
+later passes over the batch give the same gradients (bit for bit, after
+gpt2_zero_grad) or add to them (without); then (with -l) takes AdamW steps on
+the same batch and compares the loss of each.
 Prints the error of every tensor, names the first one that diverges, and exits
 1 on any mismatch.
 
@@ -97,6 +99,38 @@ static void accumulate(Comparison *c, const float *ours, const float *ref, size_
         if (fabs(ref[i]) > c->max_ref) { c->max_ref = fabs(ref[i]); }
     }
     c->count += n;
+}
+
+// A step's gradients must not depend on what the gradient memory held before it (the first
+// pass writes most of them, gpt2_zero_grad zeroes the rest), and a pass without
+// gpt2_zero_grad must add to them (gradient accumulation). Over all the gradient memory: two
+// zero_grad + pass over the same batch must give the same bits, and one more pass without
+// zero_grad twice those gradients, up to the rounding of the sums (1e-6 of the largest).
+// The passes run free (with bf16, the checked pass took the reference's matmul operands);
+// the checked pass's gradients are put back for the AdamW steps.
+static void check_gradients_of_later_passes(GPT2 *model, const int *x, const int *y, int B, int T) {
+    const size_t n = model->params_span;
+    float *checked = malloc_or_die(n * sizeof(float), "a copy of the gradients");
+    float *once = malloc_or_die(n * sizeof(float), "a copy of the gradients");
+    memcpy(checked, model->grads_memory, n * sizeof(float));
+    gpt2_zero_grad(model);
+    gpt2_forward_backward(model, x, y, B, T, 1.0f);
+    memcpy(once, model->grads_memory, n * sizeof(float));
+    gpt2_zero_grad(model);
+    gpt2_forward_backward(model, x, y, B, T, 1.0f);
+    accumulate(comparison_for("grads, 2nd step (bits)", 0.0), model->grads_memory, once, n);
+    gpt2_forward_backward(model, x, y, B, T, 1.0f);
+    Comparison *c = comparison_for("grads, 2 passes summed", 1e-6);
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)model->grads_memory[i] - 2.0 * once[i]);
+        if (isnan(e)) { e = INFINITY; }
+        if (e > c->max_err) { c->max_err = e; }
+        if (2.0 * fabs(once[i]) > c->max_ref) { c->max_ref = 2.0 * fabs(once[i]); }
+    }
+    c->count += n;
+    memcpy(model->grads_memory, checked, n * sizeof(float));
+    free(checked);
+    free(once);
 }
 
 // Intermediates of the reference that the model never materializes: the two
@@ -290,6 +324,8 @@ int main(int argc, char **argv) {
         for (int j = 0; j < i; j++) { packed += model.param_sizes[j]; }
         accumulate(comparison_for(name, TOL_GRADS), ours, ref_grads + packed, model.param_sizes[i]);
     }
+
+    check_gradients_of_later_passes(&model, x, y, B, T);
 
     // AdamW steps on the same batch, as the reference did
     for (int step = 0; step < num_steps; step++) {

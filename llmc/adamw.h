@@ -7,7 +7,7 @@ AdamW (Loshchilov & Hutter), exactly as PyTorch's torch.optim.AdamW:
 t counts from 1. grad_scale multiplies g first (gradient clipping).
 
 And the other passes over all the gradients in a step: their sum of squares, for the
-gradient norm, and zeroing them before the next step's backward (zero_floats).
+gradient norm, and zeroing those the next step's backward adds to (zero_floats).
 
 These are memory-bound streams over arrays of up to 124M floats (GPT-2 124M): one
 parallel, vectorized pass each (llmc/vecmath.h). The simple versions are version 1
@@ -83,14 +83,14 @@ static double sum_of_squares(const float *x, size_t n) {
     return total;
 }
 
-// x (n floats) = 0, for the gradients before each step's backward. Both threads, with
+// x (n floats) = 0, for the gradients that the backward pass adds to. Every thread, with
 // non-temporal stores of whole 64-byte lines: the old lines are never read, and the 500 MB
-// of GPT-2 124M's gradients go out in 5-7 ms on Zen 5 (2 threads) against 9-20 ms for one
-// thread's glibc memset (dev/cpu/adamw.c times both).
+// of all of GPT-2 124M's gradients go out in 5-7 ms on Zen 5 (2 threads) against 9-20 ms
+// for one thread's glibc memset (dev/cpu/adamw.c times both).
 static void zero_floats(float *x, size_t n) {
 #if defined(__x86_64__) && defined(__SSE2__)
     const size_t head = ((64 - ((uintptr_t)x & 63)) & 63) / sizeof(float);  // floats before a 64-byte line
-    if ((uintptr_t)x % sizeof(float) != 0 || head >= n) {
+    if (head >= n) {
         memset(x, 0, n * sizeof(float));
         return;
     }

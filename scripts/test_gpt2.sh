@@ -123,6 +123,11 @@ MUTANTS=(
     "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|h.1.dresidual3|LayerNorm backward without the mean term (first seen in the final LayerNorm's input gradient)"
     "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
     "llmc/encoder.h|s/vec_store(pos + c, vec_load(pos + c) + dc);/vec_store(pos + c, dc);/;s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
+    # the gradients the backward pass adds to (wpe, the LayerNorms') not zeroed before a step:
+    # the previous step's stay in them; and the first pass's overwriting not ended, so that a
+    # second pass (gradient accumulation) replaces the gradients instead of adding to them
+    "llmc/gpt2.h|s/zero_floats(from, (size_t)(grads\[i\] - from));/(void)from;/|grads, 2nd step (bits)|gradients not zeroed between steps (wpe, the blocks' LayerNorms)"
+    "llmc/gpt2.h|s/model->grads_overwrite = 0;  \/\/ later micro-batches/(void)0;  \/\/ later micro-batches/|grads, 2 passes summed|a step's second micro-batch overwrites the gradients instead of adding to them"
     # bf16: rounding by truncation; the A operand (activations, or dout) left unrounded, on the
     # emulated path where panels are fp32; A's bf16 pairs packed in the wrong order, which
     # pairs A's k with B's k+1 (on either path).

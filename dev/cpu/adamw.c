@@ -12,7 +12,7 @@ Kernels and versions:
   sum_of_squares   sum of g^2 over the gradients, in double (gpt2_grad_norm)
     1  the simple code of gpt2_grad_norm: 64 parts, a double running sum each
     2  llmc/adamw.h: the same 64 parts, blocks of 1024 in float vectors into a double
-  zero             grads = 0 (gpt2_zero_grad)
+  zero             grads = 0 (gpt2_zero_grad, for the tensors the backward adds to)
     1  memset, one thread
     2  llmc/adamw.h zero_floats: all threads, non-temporal stores of whole lines
 
