@@ -561,11 +561,10 @@ static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n
                 // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
                 // the rate, measured no faster with it, and its packing fetches ahead itself)
                 gemm_prefetch pf = {0};
-                if (g->path != GEMM_PATH_BF16_NATIVE) {
-                    // nothing to fetch
-                } else if (ic + mc < m1) {
+                const int fetch = g->path == GEMM_PATH_BF16_NATIVE;
+                if (fetch && ic + mc < m1) {
                     gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, rs_a, cs_a);
-                } else if (next_jc < n1) {
+                } else if (fetch && next_jc < n1) {
                     gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a + m0 * rs_a + next_pc * cs_a, rs_a, cs_a);
                     gemm_prefetch_add(&pf, next_nc, next_kc, b + next_pc * rs_b + next_jc * cs_b, cs_b, rs_b);
                 }

@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
     gemm_init();
     matmul_set_precision(PRECISION_BF16);
     DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
-    const double peak = gemm_bf16_native_available() ? bf16_dot_peak(omp_get_max_threads()) : 0.0;
+    const double peak = bf16_dot_peak(omp_get_max_threads());  // 0 without AVX512_BF16
     printf("threads: %d; ours: %s\n", omp_get_max_threads(), matmul_precision_path());
     printf("bf16 dot peak (vdpbf16ps): %.1f GFLOP/s\n", peak);
     printf("times: best of 3 to 31 runs (about 0.3 s), %d alternating rounds of ours and oneDNN; ratio = median of\n"
