@@ -24,6 +24,7 @@ tokens or at end-of-text (not printed).
 #include "llmc/bpe.h"
 #include "llmc/cli.h"
 #include "llmc/gpt2.h"
+#include "llmc/gpt2_cache.h"
 #include "llmc/rand.h"
 #include "llmc/sampler.h"
 #include "llmc/tokenizer.h"

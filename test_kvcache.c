@@ -1,5 +1,5 @@
 /*
-Checks incremental decoding (the key/value cache of llmc/gpt2.h) against the full
+Checks incremental decoding (the key/value cache of llmc/gpt2_cache.h) against the full
 forward pass: for every position of a random token sequence, the logits that
 gpt2_cache_logits gives (one position's forward per token, the cache sliding when
 full) must equal those of a batched forward over the same context, within
@@ -26,6 +26,7 @@ whose logits must be bit-identical to the first run's (skipped where the CPU lac
 
 #include "llmc/cli.h"
 #include "llmc/gpt2.h"
+#include "llmc/gpt2_cache.h"
 
 #define TOL_LOGITS 2e-5  // as test_gpt2's, relative to the largest |logit| of the reference
 // bf16: the cached and the full forward round the same operands, but a last-bit difference of an

@@ -30,6 +30,7 @@ DIR/lock keeps a second run out of DIR (llmc/runctl.h).
 #include "llmc/dataloader.h"
 #include "llmc/cli.h"
 #include "llmc/gpt2.h"
+#include "llmc/gpt2_cache.h"
 #include "llmc/hellaswag.h"
 #include "llmc/runctl.h"
 #include "llmc/sampler.h"

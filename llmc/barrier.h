@@ -1,7 +1,7 @@
 /*
 A barrier for the threads of one OpenMP parallel region that spins briefly, then sleeps.
 
-Incremental decoding (gpt2.h, gpt2_cache_step) runs a token in one parallel region with
+Incremental decoding (gpt2_cache.h, gpt2_cache_step) runs a token in one parallel region with
 about 5 barriers per layer between its small matmuls. OpenMP's own barrier follows
 OMP_WAIT_POLICY, read from the environment: active (or libgomp's default, a long spin)
 is fastest on an idle machine and 5-10x slower on a busy one, where a spinning thread

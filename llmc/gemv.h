@@ -1,6 +1,6 @@
 /*
 Matrix-vector product for the linear layers on one row (BT = 1): the incremental
-decoding of llmc/gpt2.h produces one position per step, and the LM head of a
+decoding of llmc/gpt2_cache.h produces one position per step, and the LM head of a
 sample is one row too.
 
     out (OC) = addend (OC) + weight (OC, C) . inp (C) + bias (OC), then optionally GELU.

@@ -8,7 +8,7 @@ instead, which saves zeroing them first.
 
 One row (BT = 1, incremental decoding) in fp32 runs on gemv.h's matrix-vector product, which
 reads the weights once in place (memory-bound); everything else (and one row in bf16, whose
-rounding is the GEMM's packing; gpt2.h's cached steps instead keep a bf16 copy of the weights
+rounding is the GEMM's packing; gpt2_cache.h's cached steps instead keep a bf16 copy of the weights
 for gemv.h's bf16 GEMV) on the packed GEMM of gemm.h (its
 header comment has the blocking, the threading and the packing buffers: allocated once per
 thread, on first use or by gemm_init).
