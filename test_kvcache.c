@@ -18,8 +18,11 @@ gemv.h's bf16 GEMV), the reference is the batched forward with the bf16 GEMM. Bo
 same weights with the same function and their inputs the same way, and a product of two bf16
 values is exact in fp32: only the order of the fp32 sums differs, as in fp32. Then the whole
 sequence runs again on the other bf16 path (vdpbf16ps, or the portable one: LLMC_BF16_EMULATE),
-whose logits must be bit-identical to the first run's (skipped where the CPU lacks AVX512_BF16).
+whose logits must be bit-identical to the first run's (skipped where the CPU lacks AVX512_BF16);
+on every CPU, the portable path's dot products must equal, bit for bit, a scalar model of the
+order in which vdpbf16ps adds (bf16_dot_model).
 */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,34 @@ whose logits must be bit-identical to the first run's (skipped where the CPU lac
 // largest |output|. (The cached logits go through many such matmuls, where a last-bit difference
 // can move a value across a bf16 rounding boundary, 2^-8 away; those spread, hence TOL_LOGITS_BF16.)
 #define TOL_MATMUL 1e-5
+
+// gemv.h's bf16 dot product in scalar code, in vdpbf16ps's order as gemv.h lays it out: chunk j
+// of 32 values into partial sum j mod 4, lane i of a chunk adding pair i's high element's
+// product (k+1), then the low one's (k), each add rounded; the 4 sums added (s0 + s1) + (s2 + s3),
+// the 16 lanes by halves. The yardstick of the portable path on every CPU (the comparison with
+// the instruction itself needs AVX512_BF16).
+static float bf16_to_float(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static float bf16_dot_model(const uint16_t *w, const uint16_t *x, int Cp) {
+    float acc[4][16] = {{0}};
+    for (int c = 0, j = 0; c < Cp; c += 32, j = (j + 1) & 3) {
+        for (int i = 0; i < 16; i++) {
+            acc[j][i] += bf16_to_float(w[c + 2 * i + 1]) * bf16_to_float(x[c + 2 * i + 1]);
+            acc[j][i] += bf16_to_float(w[c + 2 * i]) * bf16_to_float(x[c + 2 * i]);
+        }
+    }
+    float lane[16], s8[8], s4[4];
+    for (int i = 0; i < 16; i++) { lane[i] = (acc[0][i] + acc[1][i]) + (acc[2][i] + acc[3][i]); }
+    for (int i = 0; i < 8; i++) { s8[i] = lane[i] + lane[i + 8]; }
+    for (int i = 0; i < 4; i++) { s4[i] = s8[i] + s8[i + 4]; }
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
 static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {
     const GPT2Config *cfg = &model->config;
     const int C = cfg->channels, Vp = cfg->padded_vocab_size, L = cfg->num_layers;
@@ -57,6 +88,7 @@ static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {
     float *inp = malloc_or_die((size_t)4 * C * sizeof(float), "input"), *res = malloc_or_die((size_t)4 * C * sizeof(float), "residual");
     const size_t outs = Vp > 4 * C ? Vp : 4 * C;  // the widest output: the LM head's, or fc's where V is small
     float *ours = malloc_or_die(outs * sizeof(float), "out"), *ref = malloc_or_die(outs * sizeof(float), "out");
+    uint16_t *x16 = malloc_or_die((size_t)gemv_bf16_stride(4 * C) * sizeof(uint16_t), "bf16 input");
     uint64_t rng = random_seed_state(seed ^ 0xB16);
     int ok = 1;
     for (int m = 0; m < 5; m++) {
@@ -77,7 +109,20 @@ static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {
         printf("%s: bf16 GEMV against the bf16 GEMM, %s (%d -> %d): max |diff| %.3g, %.3g of max |out| %.3g (tolerance %.0e)\n",
                rel <= TOL_MATMUL ? "OK" : "FAIL", mm[m].name, mm[m].in, mm[m].out, err, rel, mx, TOL_MATMUL);
         ok = ok && rel <= TOL_MATMUL;
+        // the portable dot product of every row against the scalar model: the same bits
+        const int Cp = gemv_bf16_stride(mm[m].in);
+        gemv_bf16_round_row(x16, inp, mm[m].in);
+        int differ = 0, first = -1;
+        for (int o = 0; o < mm[m].out; o++) {
+            const uint16_t *row = mm[m].w16 + (size_t)o * Cp;
+            const float got = gemv_bf16_dot_emulated(row, x16, Cp), want = bf16_dot_model(row, x16, Cp);
+            if (memcmp(&got, &want, sizeof(float)) != 0) { differ++; first = first < 0 ? o : first; }
+        }
+        printf("%s: portable bf16 dot products against vdpbf16ps's order in scalar code, %s: %d of %d rows differ (the first: %d)\n",
+               differ == 0 ? "OK" : "FAIL", mm[m].name, differ, mm[m].out, first);
+        ok = ok && differ == 0;
     }
+    free(x16);
     free(inp);
     free(res);
     free(ours);

@@ -39,14 +39,17 @@ done
 # --- mutants: a copy of the sources with one deliberate bug each must fail.
 # file | sed expression | program and its arguments | what
 # (The pair-order mutant needs rows of 5 or more 32-value chunks: with 4 or fewer, each of the
-# GEMV's 4 partial sums gets one chunk, 0 + a + b rounds once, and the order cannot show; C=264.)
+# GEMV's 4 partial sums gets one chunk, 0 + a + b rounds once, and the order cannot show; C=264.
+# The tail mutant needs rows that are not a whole number of vectors: C=60 leaves a tail of 4
+# floats with AVX2's 8-float vectors and 12 with AVX-512's 16, where SMALL's C=72 leaves none
+# with AVX2.)
 MUTANTS=(
     "llmc/gpt2_cache.h|s/wpe = model->params.wpe + (size_t)pos \* C/wpe = model->params.wpe + (size_t)(pos + 1) * C/|test_kvcache $SMALL -n 100|the new token gets the next position's wpe row"
     "llmc/gpt2_cache.h|s/cache->k + layer, cache->v + layer, pos + 1,/cache->k + layer, cache->v + layer, pos,/|test_kvcache $SMALL -n 100|the new token's query misses its own key (cache length off by one)"
     "llmc/gpt2_cache.h|s/memcpy(cache->k + dst, qkv + (size_t)t \* 3 \* C + C + h \* hs/memcpy(cache->k + dst, qkv + (size_t)t * 3 * C + 2 * C + h * hs/|test_kvcache $SMALL -n 100|keys cached from the value part of qkv"
     "llmc/gpt2_cache.h|s/    cache->len = n;/    cache->len = n - (n > 1);/|test_kvcache $SMALL -n 300 -w 64|the prompt's forward leaves the cache one position short (every token re-encoded)"
     "llmc/attention.h|s/acc += vec_select(vec_lanes_below(n - j), p, (vfloat){0});/acc += p;/|test_kvcache $SMALL -n 100|cached attention sums the softmax over the padding lanes too"
-    "llmc/gemv.h|s/    if (c < C) {/    if (0) {/|test_kvcache $SMALL -n 100|GEMV drops the tail of rows that are not whole vectors"
+    "llmc/gemv.h|s/    if (c < C) {/    if (0) {/|test_kvcache -c 3,3,60,512,999 -n 100|GEMV drops the tail of rows that are not whole vectors"
     "llmc/gemv.h|s/dst\[r \* Cp + c\] = (uint16_t)(gemm_bf16_bits(src\[r \* C + c\]) >> 16);/dst[r * Cp + c] = (uint16_t)(*(const uint32_t *)\&src[r * C + c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 copy of the weights truncated instead of rounded to nearest even"
     "llmc/gemv.h|s/x16\[c\] = (uint16_t)(gemm_bf16_bits(x\[c\]) >> 16);/x16[c] = (uint16_t)(*(const uint32_t *)\&x[c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 GEMV's input row truncated, not rounded"
     "llmc/gemv.h|s/acc\[j\] = acc\[j\] + (gemv_v16)(ww \& hi_mask) \* (gemv_v16)(xw \& hi_mask);/acc[j] = acc[j] + (gemv_v16)(ww << 16) * (gemv_v16)(xw << 16); acc[j] = acc[j] + (gemv_v16)(ww \& hi_mask) * (gemv_v16)(xw \& hi_mask); continue;/|test_kvcache -c 3,3,264,512,999 -n 60 --precision bf16|the portable bf16 GEMV adds each pair low first (vdpbf16ps: high first)"
