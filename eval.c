@@ -58,13 +58,7 @@ static void parse_args(EvalArgs *a, int argc, char **argv) {
     *a = (EvalArgs){.B = 4, .T = 0, .max_batches = -1, .max_examples = -1};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
-        if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
-            print_usage(stdout);
-            exit(0);
-        }
-        if (flag[0] != '-') { usage_error(flag, "unexpected argument"); }
-        if (i + 1 >= argc) { usage_error(flag, "missing value"); }
-        const char *val = argv[++i];
+        const char *val = cli_flag_value(argc, argv, &i);
         if (strcmp(flag, "-e") == 0) { a->model = val; }
         else if (strcmp(flag, "-j") == 0) { a->val_pattern = val; }
         else if (strcmp(flag, "--hellaswag") == 0) { a->hellaswag = val; }

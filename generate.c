@@ -70,14 +70,8 @@ static void parse_args(GenerateArgs *a, int argc, char **argv) {
                         .seed = 1337};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
-        if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
-            print_usage(stdout);
-            exit(0);
-        }
         if (strcmp(flag, "--eot") == 0) { a->eot = 1; continue; }  // the one flag without a value
-        if (flag[0] != '-' || flag[1] == '\0') { usage_error(flag, "unexpected argument"); }
-        if (i + 1 >= argc) { usage_error(flag, "missing value"); }
-        const char *val = argv[++i];
+        const char *val = cli_flag_value(argc, argv, &i);
         if (strcmp(flag, "-e") == 0) { a->model = val; }
         else if (strcmp(flag, "--vocab") == 0) { a->vocab_dir = val; }
         else if (strcmp(flag, "--tokenizer") == 0) { a->tokenizer_path = val; }

@@ -130,13 +130,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         .temperature = 1.0f, .shuffle = 1, .max_skips = 5, .seed = 1337};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
-        if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
-            print_usage(stdout);
-            exit(0);
-        }
-        if (flag[0] != '-') { usage_error(flag, "unexpected argument"); }
-        if (i + 1 >= argc) { usage_error(flag, "missing value"); }
-        const char *val = argv[++i];
+        const char *val = cli_flag_value(argc, argv, &i);
         if (strcmp(flag, "-i") == 0) { a->train_pattern = val; }
         else if (strcmp(flag, "-j") == 0) { a->val_pattern = val; }
         else if (strcmp(flag, "-e") == 0) { a->model = val; }

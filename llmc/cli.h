@@ -30,6 +30,20 @@ static void usage_error(const char *flag, const char *fmt, ...) {
     exit_job(2);
 }
 
+// The value of the flag at argv[*i] (every flag but a program's switches takes one), with
+// *i moved onto it: -h or --help prints the usage and exits 0; a word that is not a flag, or
+// a flag at the end, is a usage error.
+static const char *cli_flag_value(int argc, char **argv, int *i) {
+    const char *flag = argv[*i];
+    if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
+        if (cli_print_usage != NULL) { cli_print_usage(stdout); }
+        exit(0);
+    }
+    if (flag[0] != '-' || flag[1] == '\0') { usage_error(flag, "unexpected argument"); }
+    if (*i + 1 >= argc) { usage_error(flag, "missing value"); }
+    return argv[++*i];
+}
+
 static long parse_long(const char *flag, const char *s, long lo, long hi) {
     char *end;
     errno = 0;
