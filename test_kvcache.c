@@ -49,8 +49,8 @@ order in which vdpbf16ps adds (bf16_dot_model).
 // gemv.h's bf16 dot product in scalar code, in vdpbf16ps's order as gemv.h lays it out: chunk j
 // of 32 values into partial sum j mod 4, lane i of a chunk adding pair i's high element's
 // product (k+1), then the low one's (k), each add rounded; the 4 sums added (s0 + s1) + (s2 + s3),
-// the 16 lanes by halves. The yardstick of the portable path on every CPU (the comparison with
-// the instruction itself needs AVX512_BF16).
+// the 16 lanes by gemv.h's own tree. The yardstick of the portable path's order of adds on every
+// CPU (the comparison with the instruction itself needs AVX512_BF16).
 static float bf16_to_float(uint16_t h) {
     const uint32_t u = (uint32_t)h << 16;
     float f;
@@ -66,11 +66,9 @@ static float bf16_dot_model(const uint16_t *w, const uint16_t *x, int Cp) {
             acc[j][i] += bf16_to_float(w[c + 2 * i]) * bf16_to_float(x[c + 2 * i]);
         }
     }
-    float lane[16], s8[8], s4[4];
+    float lane[16];
     for (int i = 0; i < 16; i++) { lane[i] = (acc[0][i] + acc[1][i]) + (acc[2][i] + acc[3][i]); }
-    for (int i = 0; i < 8; i++) { s8[i] = lane[i] + lane[i + 8]; }
-    for (int i = 0; i < 4; i++) { s4[i] = s8[i] + s8[i + 4]; }
-    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+    return gemv_bf16_hsum(lane);
 }
 
 static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {

@@ -542,6 +542,7 @@ static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n
     const int nc_max = gemm_block_size(n1 - n0, g->nc, g->nr);
     const int ku_max = Ku > 0 ? gemm_block_size(Ku, g->kc, 1) : 0;
     const int mc_max = gemm_block_size(m1 - m0, g->mc, g->mr);
+    const int fetch = g->path == GEMM_PATH_BF16_NATIVE;  // the next blocks' sources (see below)
     for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = gemm_min(nc_max, n1 - jc);
         int pu = 0;
@@ -561,7 +562,6 @@ static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n
                 // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
                 // the rate, measured no faster with it, and its packing fetches ahead itself)
                 gemm_prefetch pf = {0};
-                const int fetch = g->path == GEMM_PATH_BF16_NATIVE;
                 if (fetch && ic + mc < m1) {
                     gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, rs_a, cs_a);
                 } else if (fetch && next_jc < n1) {
