@@ -368,7 +368,7 @@ static void gemm_pack_b_path(const gemm_blocking *g, int kc, int nc, const float
     }
 }
 
-// The epilogue of a vdpbf16ps edge tile, or the GELU of a full one: tile holds the sums
+// The epilogue of a vdpbf16ps tile of fewer than NR columns, or the GELU of any: tile holds the sums
 // (GEMM_BF16_MR x GEMM_BF16_NR, 64-byte aligned, overwritten); the mr x nr corner goes to c with the same operations, in the
 // same order, as the fp32 micro-kernel's epilogue (addend, then bias, then GELU by gelu_vec),
 // so both bf16 paths give the same bits.
@@ -478,17 +478,17 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
 #if GEMM_HAVE_BF16_KERNEL
             if (g->path == GEMM_PATH_BF16_NATIVE) {
                 const uint32_t *ap = (const uint32_t *)apanel, *bp = (const uint32_t *)bpanel;
-                if (mr == GEMM_BF16_MR && nr == GEMM_BF16_NR && !tep.gelu) {  // all in registers
-                    gemm_micro_kernel_bf16(kc, ap, bp, ctile, ldc, tep.cin, tep.ldcin, tep.bias);
+                if (nr == GEMM_BF16_NR && !tep.gelu) {  // all in registers, mr rows
+                    gemm_micro_kernel_bf16(mr, kc, ap, bp, ctile, ldc, tep.cin, tep.ldcin, tep.bias);
                     continue;
                 }
                 float tile[GEMM_BF16_MR * GEMM_BF16_NR] __attribute__((aligned(64)));
-                if (mr == GEMM_BF16_MR && nr == GEMM_BF16_NR) {  // addend and bias in registers, GELU here
-                    gemm_micro_kernel_bf16(kc, ap, bp, tile, GEMM_BF16_NR, tep.cin, tep.ldcin, tep.bias);
+                if (nr == GEMM_BF16_NR) {  // addend and bias in registers, GELU here
+                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, tep.cin, tep.ldcin, tep.bias);
                     tep.cin = NULL;
                     tep.bias = NULL;
-                } else {  // edge tile: only its mr x nr corner of cin and bias may be read
-                    gemm_micro_kernel_bf16(kc, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL);
+                } else {  // fewer than NR columns: only its mr x nr corner of cin and bias may be read
+                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL);
                 }
                 gemm_tile_finish(tile, mr, nr, ctile, ldc, &tep);
                 continue;

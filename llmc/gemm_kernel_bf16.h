@@ -21,8 +21,10 @@ The micro-kernel: a GEMM_BF16_MR x GEMM_BF16_NR tile (12 x 32: 24 accumulators o
     a panel: kcp x MR words, a[p*MR + i] = bf16 pair (A(i, 2p), A(i, 2p+1))
     b panel: kcp x NR words, b[p*NR + j] = bf16 pair (B(2p, j), B(2p+1, j))
 It adds the addend (or C) and the bias in registers, in the fp32 micro-kernel's order, and
-writes the tile to C; GELU, and edge tiles (written through an aligned MR x NR scratch tile),
-go through gemm.h's gemm_tile_finish, the same fp32 code as the fp32 micro-kernel's epilogue. It is
+writes the tile to C; a tile of the last, partial row panel runs as a kernel of that many
+rows. GELU, and tiles of fewer than NR columns (written through an aligned MR x NR scratch
+tile), go through gemm.h's gemm_tile_finish, the same fp32 code as the fp32 micro-kernel's
+epilogue. It is
 compiled for AVX512_BF16 by a target attribute whatever the build's -march, and only called
 when the CPU has it (gemm_bf16_native_available).
 */
@@ -62,30 +64,33 @@ static inline uint32_t gemm_bf16_pair(float lo, float hi) {
 
 #define GEMM_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 
-// c (MR x NR, row stride ldc) = sum over kcp pairs of a panel x b panel, + cin (MR x NR, row
-// stride ldcin; may be c itself) where not NULL, then + bias (NR) where not NULL: the same fp32
-// adds in the same order as the fp32 micro-kernel's epilogue (gemm_kernel.h), done in registers.
+// c (R x NR, row stride ldc) = sum over kcp pairs of the first R rows of a panel x b panel,
+// + cin (R x NR, row stride ldcin; may be c itself) where not NULL, then + bias (NR) where not
+// NULL: the same fp32 adds in the same order as the fp32 micro-kernel's epilogue (gemm_kernel.h),
+// done in registers. R (1..MR) is a compile-time constant at every call (gemm_micro_kernel_bf16
+// below), so the accumulators stay in registers: a panel of fewer than MR rows at the bottom
+// of C (M = B*T = 256 leaves 4) costs R rows' work, not MR's.
 // GELU is not applied here (gemm.h's gemm_tile_finish does it, with the fp32 kernel's code).
 GEMM_BF16_TARGET
-static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const uint32_t *restrict b,
-                                   float *c, ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin,
-                                   const float *bias) {
+static inline __attribute__((always_inline)) void
+gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
+                            ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias) {
     // the tile of C (and of cin) is touched after the k loop: fetch its lines now (gemm_kernel.h)
     #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_BF16_MR; i++) {
+    for (int i = 0; i < R; i++) {
         __builtin_prefetch(c + i * ldc, 1);
         __builtin_prefetch(c + i * ldc + GEMM_BF16_NR - 1, 1);
     }
     if (cin != NULL && cin != c) {
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_BF16_MR; i++) {
+        for (int i = 0; i < R; i++) {
             __builtin_prefetch(cin + i * ldcin);
             __builtin_prefetch(cin + i * ldcin + GEMM_BF16_NR - 1);
         }
     }
     __m512 acc[GEMM_BF16_MR][2];
     #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_BF16_MR; i++) {
+    for (int i = 0; i < R; i++) {
         acc[i][0] = _mm512_setzero_ps();
         acc[i][1] = _mm512_setzero_ps();
     }
@@ -93,17 +98,17 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
         const __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)b);
         const __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(b + 16));
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_BF16_MR; i++) {
+        for (int i = 0; i < R; i++) {
             const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
         }
-        a += GEMM_BF16_MR;
+        a += GEMM_BF16_MR;  // the panel's rows past R are zero padding
         b += GEMM_BF16_NR;
     }
     if (cin != NULL) {
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_BF16_MR; i++) {
+        for (int i = 0; i < R; i++) {
             acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(cin + i * ldcin));
             acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(cin + i * ldcin + 16));
         }
@@ -111,16 +116,31 @@ static void gemm_micro_kernel_bf16(int kcp, const uint32_t *restrict a, const ui
     if (bias != NULL) {
         const __m512 bias0 = _mm512_loadu_ps(bias), bias1 = _mm512_loadu_ps(bias + 16);
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_BF16_MR; i++) {
+        for (int i = 0; i < R; i++) {
             acc[i][0] = _mm512_add_ps(acc[i][0], bias0);
             acc[i][1] = _mm512_add_ps(acc[i][1], bias1);
         }
     }
     #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_BF16_MR; i++) {
+    for (int i = 0; i < R; i++) {
         _mm512_storeu_ps(c + i * ldc, acc[i][0]);
         _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
     }
+}
+
+// The tile of mr rows (1..MR) x NR: gemm_micro_kernel_bf16_rows with R = mr.
+GEMM_BF16_TARGET
+static void gemm_micro_kernel_bf16(int mr, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
+                                   ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias) {
+#define GEMM_BF16_ROWS_CASE(R) \
+    case R: gemm_micro_kernel_bf16_rows(R, kcp, a, b, c, ldc, cin, ldcin, bias); break;
+    switch (mr) {
+    GEMM_BF16_ROWS_CASE(1) GEMM_BF16_ROWS_CASE(2) GEMM_BF16_ROWS_CASE(3) GEMM_BF16_ROWS_CASE(4)
+    GEMM_BF16_ROWS_CASE(5) GEMM_BF16_ROWS_CASE(6) GEMM_BF16_ROWS_CASE(7) GEMM_BF16_ROWS_CASE(8)
+    GEMM_BF16_ROWS_CASE(9) GEMM_BF16_ROWS_CASE(10) GEMM_BF16_ROWS_CASE(11) GEMM_BF16_ROWS_CASE(12)
+    default: break;
+    }
+#undef GEMM_BF16_ROWS_CASE
 }
 
 static inline int gemm_min_bf16(int a, int b) { return a < b ? a : b; }

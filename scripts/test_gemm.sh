@@ -53,6 +53,7 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/        v\[8 + j\] = _mm512_shuffle_i32x4(t\[j\], t\[8 + j\], 0xdd);/        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);/|1|a wrong lane shuffle in the packing's 16x16 transpose (native path)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi + r), _mm512_maskz_loadu_ps(m, lo + r))/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, lo + r), _mm512_maskz_loadu_ps(m, hi + r))/|1|pair order swapped in the vpermw interleave of the native packing (source rows k, k+1 adjacent)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_loadu_ps(cin + i \* ldcin));/_mm512_loadu_ps(cin));/|1|every row given the addend's first row in the native kernel's in-register epilogue"
+    "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"
 )
 has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
