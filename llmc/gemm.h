@@ -494,11 +494,12 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
                 continue;
             }
 #endif
-            if (mr == GEMM_MR && nr == GEMM_NR) {
-                gemm_micro_kernel(kw, apanel, bpanel, ctile, ldc, &tep);
+            if (nr == GEMM_NR) {  // mr rows, straight to C
+                gemm_micro_kernel(mr, kw, apanel, bpanel, ctile, ldc, &tep);
                 continue;
             }
-            // Edge tile: the kernel works on a full tile in a scratch copy; only mr x nr go back.
+            // Fewer than NR columns: the kernel works on a full-width tile in a scratch copy;
+            // only mr x nr go back.
             float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
             float tile_in[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
             float tile_pre[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
@@ -520,7 +521,7 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
                 tep.pre = tile_pre;
                 tep.ldpre = GEMM_NR;
             }
-            gemm_micro_kernel(kw, apanel, bpanel, tile, GEMM_NR, &tep);
+            gemm_micro_kernel(mr, kw, apanel, bpanel, tile, GEMM_NR, &tep);
             for (int i = 0; i < mr; i++) {
                 memcpy(ctile + i * ldc, tile + i * GEMM_NR, nr * sizeof(float));
                 if (pre_out != NULL) { memcpy(pre_out + i * ld_pre_out, tile_pre + i * GEMM_NR, nr * sizeof(float)); }

@@ -1,5 +1,6 @@
 /*
-The GEMM micro-kernel: one GEMM_MR x GEMM_NR tile of C from packed panels of A and B.
+The GEMM micro-kernel: one GEMM_MR x GEMM_NR tile of C (or its first rows, in the last row
+panel) from packed panels of A and B.
 
 Written once with GCC vector extensions (llmc/vecmath.h); the variants differ only by the
 vector width VEC_WIDTH, which follows the target like every other kernel's:
@@ -47,27 +48,31 @@ typedef struct {
     int gelu;          // 1: C gets gelu(value)
 } gemm_tile_epilogue;
 
-// c (MR x NR, row stride ldc) = epilogue(sum over k < kc of a panel (kc x MR) x b panel (kc x NR)).
-static inline void gemm_micro_kernel(int kc, const float *restrict a, const float *restrict b,
-                                     float *c, ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
+// c (R x NR, row stride ldc) = epilogue(sum over k < kc of the first R rows of a panel (kc x MR)
+// x b panel (kc x NR)); cin and pre are R x NR too. R (1..MR) is a compile-time constant at every
+// call (gemm_micro_kernel below), so the accumulators stay in registers and a tile of the last,
+// partial row panel (M = B*T = 256 leaves 4 rows of 12, or of 6) costs R rows' work.
+static inline __attribute__((always_inline)) void
+gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float *restrict b, float *c,
+                       ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
     // The tile of C is written (and C or the addend read) after the k loop, typically from L3
     // as the previous k block left it: ask for those lines now, so that the loads and stores
     // at the end find them in L1.
     #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_MR; i++) {
+    for (int i = 0; i < R; i++) {
         __builtin_prefetch(c + i * ldc, 1);
         __builtin_prefetch(c + i * ldc + GEMM_NR - 1, 1);
     }
     if (ep->cin != NULL && ep->cin != c) {
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_MR; i++) {
+        for (int i = 0; i < R; i++) {
             __builtin_prefetch(ep->cin + i * ep->ldcin);
             __builtin_prefetch(ep->cin + i * ep->ldcin + GEMM_NR - 1);
         }
     }
     gemm_vf acc[GEMM_MR][GEMM_NV];
     #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_MR; i++) {
+    for (int i = 0; i < R; i++) {
         #pragma GCC unroll 4
         for (int j = 0; j < GEMM_NV; j++) { acc[i][j] = (gemm_vf){0}; }
     }
@@ -76,17 +81,17 @@ static inline void gemm_micro_kernel(int kc, const float *restrict a, const floa
         #pragma GCC unroll 4
         for (int j = 0; j < GEMM_NV; j++) { bk[j] = ((const gemm_vf *)b)[j]; }
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_MR; i++) {
+        for (int i = 0; i < R; i++) {
             const float ai = a[i];
             #pragma GCC unroll 4
             for (int j = 0; j < GEMM_NV; j++) { acc[i][j] += ai * bk[j]; }
         }
-        a += GEMM_MR;
+        a += GEMM_MR;  // the panel's rows past R are zero padding
         b += GEMM_NR;
     }
     if (ep->cin != NULL) {
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_MR; i++) {
+        for (int i = 0; i < R; i++) {
             #pragma GCC unroll 4
             for (int j = 0; j < GEMM_NV; j++) {
                 acc[i][j] += *(const gemm_vfu *)(ep->cin + i * ep->ldcin + j * GEMM_VEC);
@@ -98,13 +103,13 @@ static inline void gemm_micro_kernel(int kc, const float *restrict a, const floa
         for (int j = 0; j < GEMM_NV; j++) {
             const gemm_vf bias = *(const gemm_vfu *)(ep->bias + j * GEMM_VEC);
             #pragma GCC unroll 16
-            for (int i = 0; i < GEMM_MR; i++) { acc[i][j] += bias; }
+            for (int i = 0; i < R; i++) { acc[i][j] += bias; }
         }
     }
     if (ep->gelu) {
         if (ep->pre != NULL) {
             #pragma GCC unroll 16
-            for (int i = 0; i < GEMM_MR; i++) {
+            for (int i = 0; i < R; i++) {
                 #pragma GCC unroll 4
                 for (int j = 0; j < GEMM_NV; j++) {
                     *(gemm_vfu *)(ep->pre + i * ep->ldpre + j * GEMM_VEC) = acc[i][j];
@@ -112,14 +117,29 @@ static inline void gemm_micro_kernel(int kc, const float *restrict a, const floa
             }
         }
         #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_MR; i++) {
+        for (int i = 0; i < R; i++) {
             #pragma GCC unroll 4
             for (int j = 0; j < GEMM_NV; j++) { acc[i][j] = gelu_vec(acc[i][j]); }
         }
     }
     #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_MR; i++) {
+    for (int i = 0; i < R; i++) {
         #pragma GCC unroll 4
         for (int j = 0; j < GEMM_NV; j++) { *(gemm_vfu *)(c + i * ldc + j * GEMM_VEC) = acc[i][j]; }
     }
+}
+
+// The tile of mr rows (1..MR) x NR: gemm_micro_kernel_rows with R = mr.
+static void gemm_micro_kernel(int mr, int kc, const float *restrict a, const float *restrict b, float *c,
+                              ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
+#define GEMM_ROWS_CASE(R) \
+    case R: gemm_micro_kernel_rows(R, kc, a, b, c, ldc, ep); break;
+    switch (mr) {
+    GEMM_ROWS_CASE(1) GEMM_ROWS_CASE(2) GEMM_ROWS_CASE(3) GEMM_ROWS_CASE(4) GEMM_ROWS_CASE(5) GEMM_ROWS_CASE(6)
+#if GEMM_MR > 6
+    GEMM_ROWS_CASE(7) GEMM_ROWS_CASE(8) GEMM_ROWS_CASE(9) GEMM_ROWS_CASE(10) GEMM_ROWS_CASE(11) GEMM_ROWS_CASE(12)
+#endif
+    default: break;
+    }
+#undef GEMM_ROWS_CASE
 }

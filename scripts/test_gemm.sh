@@ -42,8 +42,8 @@ if [ -x "$bin" ]; then
     if printf '%s' "$path" | grep -q "emulated"; then pass "LLMC_BF16_EMULATE=1 picks the emulated path"; else fail "LLMC_BF16_EMULATE=1 picks the emulated path" "got '$path'"; fi
 fi
 
-# Mutants: a copy of the GEMM headers with one deliberate bf16 bug each must fail gemm_check's
-# bf16 checks. Each line: file | sed expression (no '|' in it) | needs AVX512_BF16 (caught only
+# Mutants: a copy of the GEMM headers with one deliberate bug each must fail gemm_check's
+# bf16 checks (whose emulated path runs the fp32 micro-kernel too). Each line: file | sed expression (no '|' in it) | needs AVX512_BF16 (caught only
 # by native = emulated) | what
 MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/    u += 0x7fffu + ((u >> 16) \& 1u);.*/    \/\/ truncated/|0|truncation instead of round-to-nearest-even"
@@ -53,6 +53,7 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/        v\[8 + j\] = _mm512_shuffle_i32x4(t\[j\], t\[8 + j\], 0xdd);/        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);/|1|a wrong lane shuffle in the packing's 16x16 transpose (native path)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi + r), _mm512_maskz_loadu_ps(m, lo + r))/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, lo + r), _mm512_maskz_loadu_ps(m, hi + r))/|1|pair order swapped in the vpermw interleave of the native packing (source rows k, k+1 adjacent)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_loadu_ps(cin + i \* ldcin));/_mm512_loadu_ps(cin));/|1|every row given the addend's first row in the native kernel's in-register epilogue"
+    "llmc/gemm_kernel.h|s/        a += GEMM_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|0|a tile of fewer than MR rows stepping through its a panel by its own row count (fp32 kernel, which the emulated bf16 path runs)"
     "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"
 )
 has_bf16=0

@@ -54,14 +54,14 @@ static void step_gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdi
                             float *ct = c + (size_t)(ic + ir) * ldc + jc + jr;
                             if (mr == GEMM_MR && nr == GEMM_NR) {
                                 const gemm_tile_epilogue tep = {.cin = add_to_c ? ct : NULL, .ldcin = ldc};
-                                gemm_micro_kernel(kc, abuf + ir * kc, bbuf + jr * kc, ct, ldc, &tep);
+                                gemm_micro_kernel(GEMM_MR, kc, abuf + ir * kc, bbuf + jr * kc, ct, ldc, &tep);
                                 continue;
                             }
                             for (int i = 0; i < mr; i++) {  // edge tile: through a full scratch tile
                                 for (int j = 0; j < nr; j++) { tile[i * GEMM_NR + j] = ct[i * ldc + j]; }
                             }
                             const gemm_tile_epilogue tep = {.cin = add_to_c ? tile : NULL, .ldcin = GEMM_NR};
-                            gemm_micro_kernel(kc, abuf + ir * kc, bbuf + jr * kc, tile, GEMM_NR, &tep);
+                            gemm_micro_kernel(GEMM_MR, kc, abuf + ir * kc, bbuf + jr * kc, tile, GEMM_NR, &tep);
                             for (int i = 0; i < mr; i++) {
                                 for (int j = 0; j < nr; j++) { ct[i * ldc + j] = tile[i * GEMM_NR + j]; }
                             }
