@@ -390,7 +390,7 @@ static void gemm_tile_finish(float *tile, int mr, int nr, float *c, ptrdiff_t ld
 }
 
 // The source of the blocks packed next (up to two: the next A block, and the next B block),
-// fetched into L2 a few lines at a time between the micro-kernel calls of this block: packed
+// fetched into L2 a line per k step inside the micro-kernel calls of this block: packed
 // one after the other, a weight matrix's block came from memory while the vdpbf16ps units
 // waited (on GPT-2 124M at T=64, a fifth of a forward product's time went to packing B).
 typedef struct {
@@ -427,20 +427,38 @@ static void gemm_prefetch_arm(gemm_prefetch *pf, long calls) {
     pf->per_call = calls > 0 ? (int)((lines + calls - 1) / calls) : 0;
 }
 
-static inline void gemm_prefetch_some(gemm_prefetch *pf) {
-    for (int i = 0; i < pf->per_call && pf->region < 2; i++) {
-        const int r = pf->region;
-        if (pf->run >= pf->runs[r]) {
-            pf->region++;
-            pf->run = pf->line = 0;
+// The next lines of this call's share (pf->per_call): up to `max` of them into line[] for the
+// micro-kernel to fetch one per k step (a burst of 60 fetches before the call filled the miss
+// buffers and stalled it: 5-8% of a T=64 forward product), any beyond max fetched here. Returns
+// how many are in line[].
+static inline int gemm_prefetch_take(gemm_prefetch *pf, const char **line_out, int max) {
+    int region = pf->region, run = pf->run, line = pf->line, left = pf->per_call, n_out = 0;
+    while (left > 0 && region < 2) {  // the position in registers, written back once
+        if (run >= pf->runs[region]) {
+            region++;
+            run = line = 0;
             continue;
         }
-        __builtin_prefetch(pf->base[r] + pf->run * pf->stride[r] + (ptrdiff_t)pf->line * 64, 0, 2);
-        if (++pf->line == pf->lines[r]) {
-            pf->line = 0;
-            pf->run++;
+        const char *src = pf->base[region] + run * pf->stride[region] + (ptrdiff_t)line * 64;
+        const int n = gemm_min(pf->lines[region] - line, left);  // lines of this run, this call
+        for (int l = 0; l < n; l++) {
+            if (n_out < max) {
+                line_out[n_out++] = src + (ptrdiff_t)l * 64;
+            } else {
+                __builtin_prefetch(src + (ptrdiff_t)l * 64, 0, 2);
+            }
+        }
+        left -= n;
+        line += n;
+        if (line == pf->lines[region]) {
+            line = 0;
+            run++;
         }
     }
+    pf->region = region;
+    pf->run = run;
+    pf->line = line;
+    return n_out;
 }
 
 // The two innermost loops: C block (mc x nc) at (ic, jc) of C from the packed A and B blocks.
@@ -456,7 +474,6 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
         for (int ir = 0; ir < mc; ir += g->mr) {
             const int mr = gemm_min(g->mr, mc - ir);
             const float *apanel = abuf + (size_t)ir * kw;
-            gemm_prefetch_some(pf);
             const size_t row = (size_t)(ic + ir), col = (size_t)(jc + jr);
             float *ctile = c + row * ldc + col;
             gemm_tile_epilogue tep = {0};
@@ -478,17 +495,20 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
 #if GEMM_HAVE_BF16_KERNEL
             if (g->path == GEMM_PATH_BF16_NATIVE) {
                 const uint32_t *ap = (const uint32_t *)apanel, *bp = (const uint32_t *)bpanel;
+                const char *fetch[GEMM_BF16_FETCH_MAX];
+                const int nfetch = gemm_prefetch_take(pf, fetch, gemm_min(kc, GEMM_BF16_FETCH_MAX));
+                const gemm_bf16_fetch f = {fetch, nfetch};
                 if (nr == GEMM_BF16_NR && !tep.gelu) {  // all in registers, mr rows
-                    gemm_micro_kernel_bf16(mr, kc, ap, bp, ctile, ldc, tep.cin, tep.ldcin, tep.bias);
+                    gemm_micro_kernel_bf16(mr, kc, ap, bp, ctile, ldc, tep.cin, tep.ldcin, tep.bias, f);
                     continue;
                 }
                 float tile[GEMM_BF16_MR * GEMM_BF16_NR] __attribute__((aligned(64)));
                 if (nr == GEMM_BF16_NR) {  // addend and bias in registers, GELU here
-                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, tep.cin, tep.ldcin, tep.bias);
+                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, tep.cin, tep.ldcin, tep.bias, f);
                     tep.cin = NULL;
                     tep.bias = NULL;
                 } else {  // fewer than NR columns: only its mr x nr corner of cin and bias may be read
-                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL);
+                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL, f);
                 }
                 gemm_tile_finish(tile, mr, nr, ctile, ldc, &tep);
                 continue;

@@ -64,6 +64,14 @@ static inline uint32_t gemm_bf16_pair(float lo, float hi) {
 
 #define GEMM_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 
+// Source lines of the blocks packed next (gemm.h's gemm_prefetch), for the micro-kernel to
+// fetch into L2 one per k step: line[p] at step p < n.
+#define GEMM_BF16_FETCH_MAX 64
+typedef struct {
+    const char *const *line;
+    int n;
+} gemm_bf16_fetch;
+
 // c (R x NR, row stride ldc) = sum over kcp pairs of the first R rows of a panel x b panel,
 // + cin (R x NR, row stride ldcin; may be c itself) where not NULL, then + bias (NR) where not
 // NULL: the same fp32 adds in the same order as the fp32 micro-kernel's epilogue (gemm_kernel.h),
@@ -74,7 +82,7 @@ static inline uint32_t gemm_bf16_pair(float lo, float hi) {
 GEMM_BF16_TARGET
 static inline __attribute__((always_inline)) void
 gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
-                            ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias) {
+                            ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias, gemm_bf16_fetch f) {
     // the tile of C (and of cin) is touched after the k loop: fetch its lines now (gemm_kernel.h)
     #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
@@ -95,6 +103,7 @@ gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, co
         acc[i][1] = _mm512_setzero_ps();
     }
     for (int p = 0; p < kcp; p++) {
+        if (p < f.n) { __builtin_prefetch(f.line[p], 0, 2); }
         const __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)b);
         const __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(b + 16));
         #pragma GCC unroll 16
@@ -131,9 +140,9 @@ gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, co
 // The tile of mr rows (1..MR) x NR: gemm_micro_kernel_bf16_rows with R = mr.
 GEMM_BF16_TARGET
 static void gemm_micro_kernel_bf16(int mr, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
-                                   ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias) {
+                                   ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias, gemm_bf16_fetch f) {
 #define GEMM_BF16_ROWS_CASE(R) \
-    case R: gemm_micro_kernel_bf16_rows(R, kcp, a, b, c, ldc, cin, ldcin, bias); break;
+    case R: gemm_micro_kernel_bf16_rows(R, kcp, a, b, c, ldc, cin, ldcin, bias, f); break;
     switch (mr) {
     GEMM_BF16_ROWS_CASE(1) GEMM_BF16_ROWS_CASE(2) GEMM_BF16_ROWS_CASE(3) GEMM_BF16_ROWS_CASE(4)
     GEMM_BF16_ROWS_CASE(5) GEMM_BF16_ROWS_CASE(6) GEMM_BF16_ROWS_CASE(7) GEMM_BF16_ROWS_CASE(8)
