@@ -97,21 +97,16 @@ VEC_INLINE void attn_tile(const int R, vfloat acc[ATTN_R][2], const float *a, pt
     }
 }
 
-// Calls fn(rows, ...) with rows in 1..ATTN_R as a compile-time constant.
+// Calls fn(rows, ...) with rows in 1..ATTN_R as a compile-time constant (vecmath.h).
 #if ATTN_R > 6
-#define ATTN_WIDE_ROWS(fn, ...)                                                              \
-    case 7: fn(7, __VA_ARGS__); break; case 8: fn(8, __VA_ARGS__); break;                    \
-    case 9: fn(9, __VA_ARGS__); break; case 10: fn(10, __VA_ARGS__); break;                  \
-    case 11: fn(11, __VA_ARGS__); break; case 12: fn(12, __VA_ARGS__); break;
+#define ATTN_WIDE_ROWS VEC_CASES_ROWS_7_TO_12
 #else
 #define ATTN_WIDE_ROWS(fn, ...)
 #endif
 #define ATTN_WITH_ROWS(rows, fn, ...)                                                        \
     do {                                                                                     \
         switch (rows) {                                                                      \
-        case 1: fn(1, __VA_ARGS__); break; case 2: fn(2, __VA_ARGS__); break;                \
-        case 3: fn(3, __VA_ARGS__); break; case 4: fn(4, __VA_ARGS__); break;                \
-        case 5: fn(5, __VA_ARGS__); break; case 6: fn(6, __VA_ARGS__); break;                \
+        VEC_CASES_ROWS_1_TO_6(fn, __VA_ARGS__)                                               \
         ATTN_WIDE_ROWS(fn, __VA_ARGS__)                                                      \
         default: break;                                                                      \
         }                                                                                    \

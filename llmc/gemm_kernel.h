@@ -132,14 +132,11 @@ gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float
 // The tile of mr rows (1..MR) x NR: gemm_micro_kernel_rows with R = mr.
 static void gemm_micro_kernel(int mr, int kc, const float *restrict a, const float *restrict b, float *c,
                               ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
-#define GEMM_ROWS_CASE(R) \
-    case R: gemm_micro_kernel_rows(R, kc, a, b, c, ldc, ep); break;
     switch (mr) {
-    GEMM_ROWS_CASE(1) GEMM_ROWS_CASE(2) GEMM_ROWS_CASE(3) GEMM_ROWS_CASE(4) GEMM_ROWS_CASE(5) GEMM_ROWS_CASE(6)
+    VEC_CASES_ROWS_1_TO_6(gemm_micro_kernel_rows, kc, a, b, c, ldc, ep)
 #if GEMM_MR > 6
-    GEMM_ROWS_CASE(7) GEMM_ROWS_CASE(8) GEMM_ROWS_CASE(9) GEMM_ROWS_CASE(10) GEMM_ROWS_CASE(11) GEMM_ROWS_CASE(12)
+    VEC_CASES_ROWS_7_TO_12(gemm_micro_kernel_rows, kc, a, b, c, ldc, ep)
 #endif
     default: break;
     }
-#undef GEMM_ROWS_CASE
 }

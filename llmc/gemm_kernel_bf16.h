@@ -33,6 +33,8 @@ when the CPU has it (gemm_bf16_native_available).
 #include <stdint.h>
 #include <string.h>
 
+#include "vecmath.h"  // VEC_CASES_ROWS_*
+
 #define GEMM_BF16_MR 12
 #define GEMM_BF16_NR 32
 
@@ -141,15 +143,11 @@ gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, co
 GEMM_BF16_TARGET
 static void gemm_micro_kernel_bf16(int mr, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
                                    ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias, gemm_bf16_fetch f) {
-#define GEMM_BF16_ROWS_CASE(R) \
-    case R: gemm_micro_kernel_bf16_rows(R, kcp, a, b, c, ldc, cin, ldcin, bias, f); break;
     switch (mr) {
-    GEMM_BF16_ROWS_CASE(1) GEMM_BF16_ROWS_CASE(2) GEMM_BF16_ROWS_CASE(3) GEMM_BF16_ROWS_CASE(4)
-    GEMM_BF16_ROWS_CASE(5) GEMM_BF16_ROWS_CASE(6) GEMM_BF16_ROWS_CASE(7) GEMM_BF16_ROWS_CASE(8)
-    GEMM_BF16_ROWS_CASE(9) GEMM_BF16_ROWS_CASE(10) GEMM_BF16_ROWS_CASE(11) GEMM_BF16_ROWS_CASE(12)
+    VEC_CASES_ROWS_1_TO_6(gemm_micro_kernel_bf16_rows, kcp, a, b, c, ldc, cin, ldcin, bias, f)
+    VEC_CASES_ROWS_7_TO_12(gemm_micro_kernel_bf16_rows, kcp, a, b, c, ldc, cin, ldcin, bias, f)
     default: break;
     }
-#undef GEMM_BF16_ROWS_CASE
 }
 
 static inline int gemm_min_bf16(int a, int b) { return a < b ? a : b; }

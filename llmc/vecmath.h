@@ -57,6 +57,19 @@ typedef float vfloat_u __attribute__((vector_size(VEC_WIDTH * sizeof(float)), al
 
 #define VEC_INLINE static inline __attribute__((always_inline))
 
+// Register tiles of R rows (the GEMM micro-kernels, attention's tiles) are written with R a
+// compile-time constant, so that their accumulators stay in registers; a switch on the row
+// count calls fn(R, ...) for each R in 1..6, and 7..12 where the tile has 12 rows:
+//     switch (rows) { VEC_CASES_ROWS_1_TO_6(fn, args) VEC_CASES_ROWS_7_TO_12(fn, args) default: break; }
+#define VEC_CASES_ROWS_1_TO_6(fn, ...)                                                   \
+    case 1: fn(1, __VA_ARGS__); break; case 2: fn(2, __VA_ARGS__); break;                \
+    case 3: fn(3, __VA_ARGS__); break; case 4: fn(4, __VA_ARGS__); break;                \
+    case 5: fn(5, __VA_ARGS__); break; case 6: fn(6, __VA_ARGS__); break;
+#define VEC_CASES_ROWS_7_TO_12(fn, ...)                                                  \
+    case 7: fn(7, __VA_ARGS__); break; case 8: fn(8, __VA_ARGS__); break;                \
+    case 9: fn(9, __VA_ARGS__); break; case 10: fn(10, __VA_ARGS__); break;              \
+    case 11: fn(11, __VA_ARGS__); break; case 12: fn(12, __VA_ARGS__); break;
+
 VEC_INLINE vfloat vec_load(const float *p) { return *(const vfloat_u *)p; }
 VEC_INLINE void vec_store(float *p, vfloat v) { *(vfloat_u *)p = v; }
 VEC_INLINE vfloat vec_set1(float x) { return (vfloat){0} + x; }
