@@ -26,16 +26,18 @@ calls of a block also fetch the source lines of the blocks packed next (gemm_pre
 that packing a weight matrix read from memory does not leave the vdpbf16ps units waiting.
 
 Threads. C is cut into a fixed grid of tm x tn rectangles on tile boundaries, one per OpenMP
-thread, and each thread runs the loops above on its rectangle with its own packing buffers:
-no barrier, no shared writes. When N is split, each thread packs all of A (and when M is
-split, all of B); the grid minimizes the busiest thread's flops plus packing, which keeps
-the threads equally loaded and duplicates the cheaper operand. The k order of every sum
-is fixed by K alone, so the results are bit-identical for any thread count.
+thread, and each thread runs the loops above on its rectangle with its own packing buffers.
+When M is split, each thread packs all of B; when N is split, the threads of a grid row need
+the same rows of A: where all of them packed fit gemm_shared_a, they pack them once together
+(all of K, a share of the panels each) and meet at one barrier, otherwise each packs all of
+A itself. The grid minimizes the busiest thread's flops plus packing, which keeps the threads
+equally loaded and duplicates the cheaper operand. The k order of every sum is fixed by K
+alone, so the results are bit-identical for any thread count.
 
 Memory. Each OpenMP thread number owns one packing buffer of GEMM_MC*GEMM_KC + GEMM_KC*GEMM_NC
 floats (4.1 MiB for the AVX2 variant), allocated by the first gemm that runs with that many
-threads (or by gemm_init) and kept until the process exits: calls after the first allocate
-nothing.
+threads (or by gemm_init), and with two threads or more one shared buffer for A of 4 MiB,
+all kept until the process exits: calls after the first allocate nothing.
 The buffers are per translation unit (static); gemm is called from serial code only, never
 from inside a parallel region.
 */
@@ -171,6 +173,20 @@ typedef struct {
 
 static float *gemm_thread_buffer[GEMM_MAX_THREADS];
 
+// When N is split among threads, every thread of a row of the grid would pack the same rows of
+// A; instead they pack it once, all of K, into this buffer together (a share of its panels
+// each), wait for each other once, and read it from there. Only where all of A packed fits
+// (GPT-2 at T=64: up to 256 x 3072, 1.5 MiB; the LM head's 256-row chunks, which also saved
+// re-packing A for each of the 7 column blocks of a thread).
+#define GEMM_SHARED_A_WORDS (1 << 20)
+static float *gemm_shared_a;
+// With A packed once, a B block may be small at no cost in packing A again: 256 columns keep
+// the source of the next block (fetched into L2 while this one runs: 393 KB in bf16 at
+// GEMM_BF16_KCP) in L2 beside this block and A's block. Measured on Zen 4 (1 MiB L2): the LM
+// head's forward 15% faster in bf16, 4% in fp32, than with blocks of GEMM_NC (its source
+// came from L3, where L2 had evicted it; 128 to 256 columns measured alike).
+#define GEMM_SHARED_NC 256
+
 // Makes sure threads 0..nth-1 have their packing buffers: allocated here, in serial code, the
 // first time a thread count is seen (each buffer's pages are first touched by its thread).
 static void gemm_buffers(int nth) {
@@ -179,6 +195,9 @@ static void gemm_buffers(int nth) {
         if (gemm_thread_buffer[t] == NULL) {
             gemm_thread_buffer[t] = aligned_alloc_or_die(sizeof(float) * gemm_buffer_words(), "gemm packing buffer");
         }
+    }
+    if (nth > 1 && gemm_shared_a == NULL) {
+        gemm_shared_a = aligned_alloc_or_die(sizeof(float) * GEMM_SHARED_A_WORDS, "gemm shared A buffer");
     }
 }
 
@@ -550,18 +569,40 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
     }
 }
 
+// K in packed units (pairs in bf16, whose last may be half padding), and the size of its k
+// blocks: as equal as possible, so that the blocks depend on K alone.
+static int gemm_k_units(const gemm_blocking *g, int K) { return g->path == GEMM_PATH_FP32 ? K : (K + 1) / 2; }
+static int gemm_k_block(const gemm_blocking *g, int K) {
+    const int Ku = gemm_k_units(g, K);
+    return Ku > 0 ? gemm_block_size(Ku, g->kc, 1) : 0;
+}
+
+// Rows [m0, m1) of A, all of K, packed as the k blocks of gemm_rectangle one after the other:
+// the block of units [pu, pu + ku) holds its MR-row panels from dst + rows * gemm_panel_words(pu),
+// rows = m1 - m0 rounded up to MR. Thread `part` of `parts` packs its share of the panels.
+static void gemm_pack_a_all(const gemm_blocking *g, int part, int parts, int m0, int m1, int K, const float *a,
+                            ptrdiff_t rs_a, ptrdiff_t cs_a, float *dst) {
+    const int kstep = g->path == GEMM_PATH_FP32 ? 1 : 2, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    const int panels = (m1 - m0 + g->mr - 1) / g->mr, rows = panels * g->mr;
+    const int r0 = panels * part / parts * g->mr, r1 = gemm_min(m1 - m0, panels * (part + 1) / parts * g->mr);
+    for (int pu = 0; pu < Ku && r0 < r1; pu += ku_max) {
+        const int ku = gemm_min(ku_max, Ku - pu), pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);
+        float *block = dst + (size_t)rows * gemm_panel_words(g, pu);
+        gemm_pack_a_path(g, r1 - r0, kc, a + (m0 + r0) * rs_a + pc * cs_a, rs_a, cs_a,
+                         block + (size_t)r0 * gemm_panel_words(g, ku));
+    }
+}
+
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
-// own buffer. K is cut into k blocks of packed units (pairs in bf16, whose last may be half
-// padding) as equal as possible: the blocks depend on K alone.
+// own buffer; A comes packed already (gemm_pack_a_all) where apacked is not NULL.
 static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n1, int K, const float *a,
                            ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b,
-                           float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf) {
+                           float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf, const float *apacked) {
     const int kstep = g->path == GEMM_PATH_FP32 ? 1 : 2;  // k per packed unit
-    const int Ku = (K + kstep - 1) / kstep;
-    float *abuf = buf;
+    const int Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    const int arows = (m1 - m0 + g->mr - 1) / g->mr * g->mr;  // rows of each block of apacked
     float *bbuf = buf + (size_t)g->mc * gemm_panel_words(g, g->kc);
-    const int nc_max = gemm_block_size(n1 - n0, g->nc, g->nr);
-    const int ku_max = Ku > 0 ? gemm_block_size(Ku, g->kc, 1) : 0;
+    const int nc_max = gemm_block_size(n1 - n0, apacked != NULL ? GEMM_SHARED_NC : g->nc, g->nr);
     const int mc_max = gemm_block_size(m1 - m0, g->mc, g->mr);
     const int fetch = g->path == GEMM_PATH_BF16_NATIVE;  // the next blocks' sources (see below)
     for (int jc = n0; jc < n1; jc += nc_max) {
@@ -578,15 +619,24 @@ static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n
             const int next_nc = gemm_min(nc_max, n1 - next_jc);
             for (int ic = m0; ic < m1; ic += mc_max) {
                 const int mc = gemm_min(mc_max, m1 - ic);
-                gemm_pack_a_path(g, mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, abuf);
+                const float *abuf = buf;
+                if (apacked != NULL) {
+                    abuf = apacked + (size_t)arows * gemm_panel_words(g, pu) + (size_t)(ic - m0) * gemm_panel_words(g, ku);
+                } else {
+                    gemm_pack_a_path(g, mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf);
+                }
                 // while this block runs: fetch the next A block's source, and after the last A
                 // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
                 // the rate, measured no faster with it, and its packing fetches ahead itself)
                 gemm_prefetch pf = {0};
                 if (fetch && ic + mc < m1) {
-                    gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, rs_a, cs_a);
+                    if (apacked == NULL) {
+                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, rs_a, cs_a);
+                    }
                 } else if (fetch && next_jc < n1) {
-                    gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a + m0 * rs_a + next_pc * cs_a, rs_a, cs_a);
+                    if (apacked == NULL) {
+                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a + m0 * rs_a + next_pc * cs_a, rs_a, cs_a);
+                    }
                     gemm_prefetch_add(&pf, next_nc, next_kc, b + next_pc * rs_b + next_jc * cs_b, cs_b, rs_b);
                 }
                 gemm_prefetch_arm(&pf, (long)((nc + g->nr - 1) / g->nr) * ((mc + g->mr - 1) / g->mr));
@@ -624,8 +674,17 @@ static void gemm_thread_grid(const gemm_blocking *g, int M, int N, int nth, int 
     }
 }
 
-// Thread tid of a tm x tn grid over C (M, N): its rectangle.
-static void gemm_thread(const gemm_blocking *g, int tid, int tm, int tn, int M, int N, int K, const float *a,
+// 1 if the threads of a row of the tm x tn grid pack their rows of A together (see
+// gemm_shared_a): N split, and all of A packed fits the buffer.
+static int gemm_share_a(const gemm_blocking *g, int tn, int M, int K) {
+    const size_t rows = (size_t)(M + g->mr - 1) / g->mr * g->mr;
+    return tn > 1 && rows * gemm_panel_words(g, gemm_k_units(g, K)) <= GEMM_SHARED_A_WORDS;
+}
+
+// Thread tid of a tm x tn grid over C (M, N): its rectangle. With share_a, it first packs its
+// part of its grid row's rows of A into gemm_shared_a (at row m0: the rows of a grid row are
+// whole panels, so each grid row's blocks lie apart), and waits there for the whole team.
+static void gemm_thread(const gemm_blocking *g, int tid, int tm, int tn, int share_a, int M, int N, int K, const float *a,
                         ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
                         ptrdiff_t ldc, const gemm_epilogue *ep) {
     const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
@@ -634,7 +693,14 @@ static void gemm_thread(const gemm_blocking *g, int tid, int tm, int tn, int M, 
     const int m1 = gemm_min(M, (int)((long)mtiles * (ti + 1) / tm) * g->mr);
     const int n0 = gemm_min(N, (int)((long)ntiles * tj / tn) * g->nr);
     const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * g->nr);
-    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid]);
+    const float *apacked = NULL;
+    if (share_a) {
+        float *group = gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K));
+        gemm_pack_a_all(g, tj, tn, m0, m1, K, a, rs_a, cs_a, group);
+        #pragma omp barrier
+        apacked = group;
+    }
+    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid], apacked);
 }
 
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
@@ -650,12 +716,13 @@ static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t 
 #ifdef _OPENMP
         // A team smaller than asked for (a thread limit, a nested region) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
-            gemm_thread(g, omp_get_thread_num(), tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+            gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a, rs_a, cs_a, b, rs_b,
+                        cs_b, c, ldc, ep);
         } else if (omp_get_thread_num() == 0) {
-            gemm_thread(g, 0, 1, 1, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+            gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
         }
 #else
-        gemm_thread(g, 0, tm, tn, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+        gemm_thread(g, 0, tm, tn, 0, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
 #endif
     }
 }

@@ -55,6 +55,8 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/_mm512_loadu_ps(cin + i \* ldcin));/_mm512_loadu_ps(cin));/|1|every row given the addend's first row in the native kernel's in-register epilogue"
     "llmc/gemm_kernel.h|s/        a += GEMM_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|0|a tile of fewer than MR rows stepping through its a panel by its own row count (fp32 kernel, which the emulated bf16 path runs)"
     "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"
+    "llmc/gemm.h|s/ + (size_t)(ic - m0) \* gemm_panel_words(g, ku);/;/|0|every row block of the shared packed A read from the first one's place"
+    "llmc/gemm.h|s/panels \* (part + 1) \/ parts \* g->mr);/panels * (part + 1) \/ parts * g->mr - g->mr);/|0|each thread's share of the shared A packing one panel short"
 )
 has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1

@@ -164,6 +164,26 @@ static void check_problems(void) {
         }
         free(c); free(pre);
     }
+    // N split among 2 and 4 threads with A packed once for all of them (gemm.h, gemm_shared_a):
+    // A in two row blocks, each thread's columns in several blocks, several k blocks
+    // (the smallest such problems: their float64 references cost as much as all the random ones)
+    const problem shared_a[] = {{300, 600, 390, 0, 1, 1, 1, 0, 0}, {300, 600, 391, 1, 0, 2, 0, 1, 1}};
+    for (int i = 0; i < 2; i++) {
+        const problem p = shared_a[i];
+        float *c = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "c");
+        float *pre = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "pre");
+        double e = run_problem(&p, 2 + 2 * i, c, pre, 1);
+        count++;
+        if (e > worst_all) { worst_all = e; }
+        if (!(e <= 1.0)) {
+            if (fails++ < 5) {
+                snprintf(name, sizeof(name), "%s gemm M=%d N=%d K=%d, %d threads: error %.3g x the bound", mode_name, p.M,
+                         p.N, p.K, 2 + 2 * i, e);
+                report(name, 0, "A packed once for the threads of a grid row");
+            }
+        }
+        free(c); free(pre);
+    }
     snprintf(name, sizeof(name), "%s gemm: %d random problems within the fp32 error bound (worst %.3f of it)",
              mode_name, count, worst_all);
     report(name, fails == 0, "see above");
@@ -177,6 +197,7 @@ static void check_determinism(void) {
         {768, 384, 64, 1, 0, 2, 0, 0, 0},    // to weight
         {100, 1000, 300, 0, 1, 1, 1, 1, 1},  // GELU epilogue
         {87, 171, 57, 1, 1, 1, 1, 0, 0},
+        {300, 600, 390, 0, 1, 0, 1, 0, 0},  // N split, A packed once for the threads (2, 3 or 4)
     };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         const problem *p = &shapes[i];
