@@ -228,98 +228,63 @@ static int gemm_block_size(int len, int max, int unit) {
 // sequential streams instead of one jump to a new row (and often a new page) per 64 bytes.
 #define GEMM_PACK_ROWS 8
 
-// Packs the mc x kc block of A at a into MR-row panels, buf[panel][k][i] (rows past mc zero).
-static void gemm_pack_a(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *restrict buf) {
-    const int mfull = mc / GEMM_MR * GEMM_MR;
-    if (rs == 1) {  // columns run along m (A is a transposed matrix): MR contiguous per k
+// Packs len rows (of A; or columns, of B) by kc k's, element (r, k) at src[r*s_r + k*s_k],
+// into P-wide panels buf[panel][k][r] (rows past len zero): A's MR-row panels and B's
+// NR-column panels, P a compile-time constant. gemm_pack_bf16 is the same for bf16 pairs.
+static inline __attribute__((always_inline)) void gemm_pack_panels(const int P, int len, int kc, const float *src,
+                                                                   ptrdiff_t s_r, ptrdiff_t s_k, float *restrict buf) {
+    const int full = len / P * P;  // rows in full panels
+    if (s_r == 1) {  // a panel's P values of one k are contiguous (A transposed, B as it is)
         for (int k0 = 0; k0 < kc; k0 += GEMM_PACK_ROWS) {
             const int kb = gemm_min(GEMM_PACK_ROWS, kc - k0);
-            for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
-                float *dst = buf + (size_t)i0 * kc + (size_t)k0 * GEMM_MR;
-                for (int k = 0; k < kb; k++) {  // a fixed-size copy: plain moves, not gathers
-                    memcpy(dst + k * GEMM_MR, a + (k0 + k) * cs + i0, GEMM_MR * sizeof(float));
+            for (int r0 = 0; r0 < full; r0 += P) {
+                float *dst = buf + (size_t)r0 * kc + (size_t)k0 * P;
+                for (int k = 0; k < kb; k++) {  // a fixed-size copy: plain vector moves, not gathers
+                    memcpy(dst + k * P, src + (k0 + k) * s_k + r0, P * sizeof(float));
                 }
             }
         }
-    } else if (cs == 1) {  // rows run along k: interleave MR rows
-        for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
-            const float *src = a + i0 * rs;
-            float *dst = buf + (size_t)i0 * kc;
-            // as in gemm_pack_b: fetch the next panel's rows while this one is interleaved
-            const float *next = i0 + GEMM_MR < mfull ? src + GEMM_MR * rs : src;
+    } else if (s_k == 1) {  // each row runs along k: interleave P rows
+        for (int r0 = 0; r0 < full; r0 += P) {
+            const float *row = src + r0 * s_r;
+            float *dst = buf + (size_t)r0 * kc;
+            // P short runs are too many streams for the hardware prefetcher: fetch the next
+            // panel's runs, a line (16 floats) of each per 16 k, while this one is interleaved.
+            const float *next = r0 + P < full ? row + P * s_r : row;
             for (int k0 = 0; k0 < kc; k0 += 16) {
-                #pragma GCC unroll 16
-                for (int i = 0; i < GEMM_MR; i++) { __builtin_prefetch(next + i * rs + k0); }
+                #pragma GCC unroll 32
+                for (int r = 0; r < P; r++) { __builtin_prefetch(next + r * s_r + k0); }
                 const int kend = gemm_min(k0 + 16, kc);
                 for (int k = k0; k < kend; k++) {
-                    #pragma GCC unroll 16
-                    for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = src[i * rs + k]; }
+                    #pragma GCC unroll 32
+                    for (int r = 0; r < P; r++) { dst[k * P + r] = row[r * s_r + k]; }
                 }
             }
         }
     } else {
-        for (int i0 = 0; i0 < mfull; i0 += GEMM_MR) {
+        for (int r0 = 0; r0 < full; r0 += P) {
             for (int k = 0; k < kc; k++) {
-                for (int i = 0; i < GEMM_MR; i++) { buf[(size_t)i0 * kc + k * GEMM_MR + i] = a[(i0 + i) * rs + k * cs]; }
+                for (int r = 0; r < P; r++) { buf[(size_t)r0 * kc + k * P + r] = src[(r0 + r) * s_r + k * s_k]; }
             }
         }
     }
-    if (mfull < mc) {  // the last, partial panel
-        const int mr = mc - mfull;
-        float *dst = buf + (size_t)mfull * kc;
+    if (full < len) {  // the last, partial panel
+        const int rn = len - full;
+        float *dst = buf + (size_t)full * kc;
         for (int k = 0; k < kc; k++) {
-            for (int i = 0; i < GEMM_MR; i++) { dst[k * GEMM_MR + i] = i < mr ? a[(mfull + i) * rs + k * cs] : 0.0f; }
+            for (int r = 0; r < P; r++) { dst[k * P + r] = r < rn ? src[(full + r) * s_r + k * s_k] : 0.0f; }
         }
     }
 }
 
-// Packs the kc x nc block of B at b into NR-column panels, buf[panel][k][j] (columns past nc zero).
+// The mc x kc block of A at a into MR-row panels, buf[panel][k][i].
+static void gemm_pack_a(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *restrict buf) {
+    gemm_pack_panels(GEMM_MR, mc, kc, a, rs, cs, buf);
+}
+
+// The kc x nc block of B at b into NR-column panels, buf[panel][k][j].
 static void gemm_pack_b(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *restrict buf) {
-    const int nfull = nc / GEMM_NR * GEMM_NR;
-    if (cs == 1) {  // rows run along n: NR contiguous per k
-        for (int k0 = 0; k0 < kc; k0 += GEMM_PACK_ROWS) {
-            const int kb = gemm_min(GEMM_PACK_ROWS, kc - k0);
-            for (int j0 = 0; j0 < nfull; j0 += GEMM_NR) {
-                float *dst = buf + (size_t)j0 * kc + (size_t)k0 * GEMM_NR;
-                for (int k = 0; k < kb; k++) {
-                    #pragma GCC unroll 4
-                    for (int j = 0; j < GEMM_NV; j++) {
-                        ((gemm_vf *)(dst + k * GEMM_NR))[j] = *(const gemm_vfu *)(b + (k0 + k) * rs + j0 + j * GEMM_VEC);
-                    }
-                }
-            }
-        }
-    } else if (rs == 1) {  // columns run along k (B is a transposed matrix): interleave NR columns
-        for (int j0 = 0; j0 < nfull; j0 += GEMM_NR) {
-            const float *src = b + j0 * cs;
-            float *dst = buf + (size_t)j0 * kc;
-            // NR short runs are too many streams for the hardware prefetcher: fetch the next
-            // panel's runs, a line (16 floats) of each per 16 k, while this one is transposed.
-            const float *next = j0 + GEMM_NR < nfull ? src + GEMM_NR * cs : src;
-            for (int k0 = 0; k0 < kc; k0 += 16) {
-                #pragma GCC unroll 32
-                for (int j = 0; j < GEMM_NR; j++) { __builtin_prefetch(next + j * cs + k0); }
-                const int kend = gemm_min(k0 + 16, kc);
-                for (int k = k0; k < kend; k++) {
-                    #pragma GCC unroll 32
-                    for (int j = 0; j < GEMM_NR; j++) { dst[k * GEMM_NR + j] = src[j * cs + k]; }
-                }
-            }
-        }
-    } else {
-        for (int j0 = 0; j0 < nfull; j0 += GEMM_NR) {
-            for (int k = 0; k < kc; k++) {
-                for (int j = 0; j < GEMM_NR; j++) { buf[(size_t)j0 * kc + k * GEMM_NR + j] = b[k * rs + (j0 + j) * cs]; }
-            }
-        }
-    }
-    if (nfull < nc) {  // the last, partial panel
-        const int nr = nc - nfull;
-        float *dst = buf + (size_t)nfull * kc;
-        for (int k = 0; k < kc; k++) {
-            for (int j = 0; j < GEMM_NR; j++) { dst[k * GEMM_NR + j] = j < nr ? b[k * rs + (nfull + j) * cs] : 0.0f; }
-        }
-    }
+    gemm_pack_panels(GEMM_NR, nc, kc, b, cs, rs, buf);
 }
 
 // Stores one rounded pair of the emulated path: the fp32 micro-kernel adds in packed order, so
