@@ -536,7 +536,8 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
 
 // K in packed units (pairs in bf16, whose last may be half padding), and the size of its k
 // blocks: as equal as possible, so that the blocks depend on K alone.
-static int gemm_k_units(const gemm_blocking *g, int K) { return g->path == GEMM_PATH_FP32 ? K : (K + 1) / 2; }
+static int gemm_k_step(const gemm_blocking *g) { return g->path == GEMM_PATH_FP32 ? 1 : 2; }  // k per packed unit
+static int gemm_k_units(const gemm_blocking *g, int K) { return (K + gemm_k_step(g) - 1) / gemm_k_step(g); }
 static int gemm_k_block(const gemm_blocking *g, int K) {
     const int Ku = gemm_k_units(g, K);
     return Ku > 0 ? gemm_block_size(Ku, g->kc, 1) : 0;
@@ -547,7 +548,7 @@ static int gemm_k_block(const gemm_blocking *g, int K) {
 // rows = m1 - m0 rounded up to MR. Thread `part` of `parts` packs its share of the panels.
 static void gemm_pack_a_all(const gemm_blocking *g, int part, int parts, int m0, int m1, int K, const float *a,
                             ptrdiff_t rs_a, ptrdiff_t cs_a, float *dst) {
-    const int kstep = g->path == GEMM_PATH_FP32 ? 1 : 2, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    const int kstep = gemm_k_step(g), Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     const int panels = (m1 - m0 + g->mr - 1) / g->mr, rows = panels * g->mr;
     const int r0 = panels * part / parts * g->mr, r1 = gemm_min(m1 - m0, panels * (part + 1) / parts * g->mr);
     for (int pu = 0; pu < Ku && r0 < r1; pu += ku_max) {
@@ -563,8 +564,7 @@ static void gemm_pack_a_all(const gemm_blocking *g, int part, int parts, int m0,
 static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n1, int K, const float *a,
                            ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b,
                            float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf, const float *apacked) {
-    const int kstep = g->path == GEMM_PATH_FP32 ? 1 : 2;  // k per packed unit
-    const int Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    const int kstep = gemm_k_step(g), Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     const int arows = (m1 - m0 + g->mr - 1) / g->mr * g->mr;  // rows of each block of apacked
     float *bbuf = buf + (size_t)g->mc * gemm_panel_words(g, g->kc);
     const int nc_max = gemm_block_size(n1 - n0, apacked != NULL ? GEMM_SHARED_NC : g->nc, g->nr);
