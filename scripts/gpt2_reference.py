@@ -25,7 +25,10 @@ test's tolerances measure the error of our fp32 kernels alone.
 --precision bf16: every matmul (the four linear layers and the LM head; forward, and both
 products of the backward pass) takes its two operands rounded to bf16 as train_gpt2
 --precision bf16 does (the value as fp32, then round-to-nearest-even to bf16) and
-computes the product, the bias and everything else in float64. Nothing else is rounded.
+computes the product, the bias and everything else in float64. The attention products
+round their operands too, as train_gpt2's bf16 attention does: Q, K, V, the probabilities P
+(normalized by the log-sum-exp, not renormalized after rounding), the output's gradient dY
+and dS; the softmax, D = rowsum(dY * Y) and dS itself stay float64.
 
 activations.bin: a 256 x int32 header (magic 20261122, version 1, header[2] =
 number of records), then records: name (64 bytes, NUL-padded ASCII, e.g.
@@ -74,6 +77,44 @@ class Bf16Matmul(torch.autograd.Function):
         return dyr @ wr, dw
 
 
+class Bf16Attention(torch.autograd.Function):
+    """Causal attention of q, k, v (B, NH, T, hs) with the operands of its four products
+    rounded to bf16 as train_gpt2 --precision bf16 computes it; returns y (B, NH, T, hs)
+    and the log-sum-exp of the scores (B, NH, T)."""
+    @staticmethod
+    def forward(ctx, q, k, v):
+        T, hs = q.shape[-2], q.shape[-1]
+        scale = 1.0 / math.sqrt(hs)
+        qr, kr, vr = round_bf16(q), round_bf16(k), round_bf16(v)
+        scores = (qr @ kr.transpose(-2, -1)) * scale
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        lse = torch.logsumexp(scores, dim=-1)
+        p = torch.exp(scores - lse.unsqueeze(-1))
+        # the kernel rounds P as it feeds the product, without renormalizing the rounded rows
+        y = round_bf16(p) @ vr
+        ctx.save_for_backward(qr, kr, vr, p, y)
+        ctx.scale = scale
+        ctx.mark_non_differentiable(lse)
+        return y, lse
+
+    @staticmethod
+    def backward(ctx, dy, dlse):
+        qr, kr, vr, p, y = ctx.saved_tensors
+        dyr = round_bf16(dy)
+        dp = dyr @ vr.transpose(-2, -1)
+        # D from the unrounded dY and the forward's Y, as the kernel computes it (= rowsum(P * dP)
+        # without rounding)
+        d = (dy * y).sum(dim=-1, keepdim=True)
+        ds = p * (dp - d)  # zero where masked, as P is
+        dsr = round_bf16(ds)
+        # the scale multiplies the product of the rounded, unscaled dS
+        dq = ctx.scale * (dsr @ kr)
+        dk = ctx.scale * (dsr.transpose(-2, -1) @ qr)
+        dv = round_bf16(p).transpose(-2, -1) @ dyr
+        return dq, dk, dv
+
+
 PRECISION = "fp32"  # --precision
 
 
@@ -109,12 +150,17 @@ class Block(nn.Module):
         q = q.view(B, T, NH, hs).transpose(1, 2)  # (B, NH, T, hs)
         k = k.view(B, T, NH, hs).transpose(1, 2)
         v = v.view(B, T, NH, hs).transpose(1, 2)
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
-        record("att_lse", torch.logsumexp(scores, dim=-1))  # (B, NH, T)
-        att = F.softmax(scores, dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        if PRECISION == "bf16":
+            y, lse = Bf16Attention.apply(q, k, v)
+            record("att_lse", lse)  # (B, NH, T)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            causal = torch.ones(T, T, dtype=torch.bool).tril()
+            scores = scores.masked_fill(~causal, float("-inf"))
+            record("att_lse", torch.logsumexp(scores, dim=-1))  # (B, NH, T)
+            att = F.softmax(scores, dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
         record("atty", y, grad=True)
         y = linear(y, self.c_proj)
         record("attproj", y)
@@ -270,7 +316,8 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--steps", type=int, default=10, help="AdamW steps for losses.txt")
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16: the matmuls' operands rounded to bf16 (see the top of this file)")
+                    help="bf16: the operands of the matmuls and attention products rounded to bf16 "
+                         "(see the top of this file)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     ap.add_argument("--hf", metavar="PYTORCH_MODEL_BIN",
                     help="take the weights from a Hugging Face GPT-2 pytorch_model.bin of this config")
