@@ -17,7 +17,8 @@ Prints the error of every tensor, names the first one that diverges, and exits
 rounded to bf16) against a reference written with the same flag, which rounds
 the same operands and computes everything else in float64; the matmuls'
 operands are resynced to the reference's as the pass goes (compare_activation
-says why), so the tolerances are the fp32 ones.
+says why), so the tolerances are the fp32 ones; the attention's output and input
+gradient may also hold a few rounding flips of its probabilities (FLIPS_ALLOWED_FRACTION).
 
 --recompute 1 runs the model as train_gpt2 --recompute 1 does (each block's forward
 re-run before its backward); the tensors recomputed are observed, and compared, again.
@@ -61,13 +62,27 @@ re-run before its backward); the tensors recomputed are observed, and compared, 
 // Any bug of the bf16 path shows in the first, resynced pass; this bound catches a run
 // that drifts away.
 #define TOL_STEP_LOSS_BF16 5e-3
+// bf16 attention rounds the probabilities P and dS, which are never materialized, so they cannot
+// be resynced: where ours (fp32) and the reference's (float64) value of one probability straddle
+// a bf16 rounding boundary, they round to neighbours one bf16 ulp (at most 2^-7 of the value)
+// apart. With p's fp32 error of a few 2^-24, that is about one probability in 2^11, and each
+// moves one output row by at most 2^-7 * p * max|V| (atty; dqkv likewise through dV, dQ, dK).
+// So atty and dqkv pass if they are within the fp32 tolerance, or if at most 1/256 of their
+// elements exceed it, by 2^-7 of the tensor's largest at most. Observed (GPT-2 124M, B=4,
+// T=64): at most 50 of 196608 elements (1/3900) over, 2.4e-4 at most. Rounding the
+// probabilities against the online softmax's running maximum instead (one pass), or by
+// truncation, moves most elements (make test checks these).
+#define FLIPS_ALLOWED_FRACTION (1.0 / 256)
+#define TOL_FLIPS_BF16 (1.0 / 128)
 
 typedef struct {
     char name[64];
     double max_err;    // max |ours - ref|, +inf if ours has a NaN
     double max_ref;    // max |ref|
     size_t count;      // elements compared
+    size_t over;       // elements off by more than tol * max |ref| of the block compared
     double tol;
+    int flips;         // bf16 attention output: may hold rounding flips (FLIPS_ALLOWED_FRACTION)
 } Comparison;
 
 #define MAX_COMPARISONS 4096
@@ -144,8 +159,8 @@ static int fused_away(const char *full_name) {
 // With --precision bf16, the tensors that the matmuls round to bf16 (their operands other
 // than the weights), in the forward and the backward pass. See resync below.
 static const char *const MATMUL_OPERANDS[] = {
-    "ln1", "atty", "ln2", "fch_gelu", "lnf",                   // forward (and again where recomputed)
-    "dlogits", "dresidual3", "dfch", "dresidual2", "dqkv"};  // backward
+    "ln1", "qkv", "atty", "ln2", "fch_gelu", "lnf",                     // forward (and again where recomputed)
+    "dlogits", "dresidual3", "dfch", "datty", "dresidual2", "dqkv"};  // backward
 
 static int is_matmul_operand(const char *name) {
     for (size_t i = 0; i < sizeof(MATMUL_OPERANDS) / sizeof(MATMUL_OPERANDS[0]); i++) {
@@ -158,6 +173,15 @@ static int is_matmul_operand(const char *name) {
 // is Vp >= V (the logits and their gradient): the padded columns must be exactly 0.
 static void accumulate_padded(Comparison *c, const float *ours, const float *ref, size_t row0,
                               size_t nrows, size_t width, size_t V) {
+    double block_max = 0.0;  // of the reference's rows
+    for (size_t r = 0; r < nrows; r++) {
+        for (size_t v = 0; v < V; v++) { block_max = fmax(block_max, fabs(ref[(row0 + r) * V + v])); }
+    }
+    for (size_t r = 0; r < nrows; r++) {
+        for (size_t v = 0; v < V; v++) {
+            if (!(fabs((double)ours[r * width + v] - (double)ref[(row0 + r) * V + v]) <= c->tol * block_max)) { c->over++; }
+        }
+    }
     for (size_t r = 0; r < nrows; r++) {
         accumulate(c, ours + r * width, ref + (row0 + r) * V, V);
         for (size_t v = V; v < width; v++) {
@@ -204,7 +228,9 @@ static void compare_activation(void *ctx, const char *name, int layer, float *da
         die("activations %s: reference has %zu values, the model produced %zu rows of %zu", full, r->count,
             nrows, width);
     }
-    accumulate_padded(comparison_for(full, TOL_ACTIVATIONS), data, r->data, row0, nrows, width, ref_width);
+    Comparison *c = comparison_for(full, TOL_ACTIVATIONS);
+    c->flips = ref->resync && (strcmp(name, "atty") == 0 || strcmp(name, "dqkv") == 0);
+    accumulate_padded(c, data, r->data, row0, nrows, width, ref_width);
     if (ref->resync && is_matmul_operand(name)) {
         for (size_t i = 0; i < nrows; i++) {
             memcpy(data + i * width, r->data + (row0 + i) * ref_width, ref_width * sizeof(float));
@@ -342,13 +368,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < num_comparisons; i++) {
         const Comparison *c = &comparisons[i];
         double e = comparison_error(c);
-        int ok = e <= c->tol;
+        int ok = e <= c->tol ||
+                 (c->flips && c->over <= FLIPS_ALLOWED_FRACTION * c->count && e <= TOL_FLIPS_BF16);
         if (!ok) {
             failures++;
             if (first_failure == NULL) { first_failure = c->name; }
         }
-        printf("%-24s %10zu %12.3e %12.3e %10.2e  %s\n", c->name, c->count, c->max_err, c->max_ref, e,
+        printf("%-24s %10zu %12.3e %12.3e %10.2e  %s", c->name, c->count, c->max_err, c->max_ref, e,
                ok ? "ok" : "MISMATCH");
+        if (c->flips && c->over > 0) { printf(" (%zu rounding flips)", c->over); }
+        printf("\n");
     }
     if (failures > 0) {
         printf("FAIL: %d of %d tensors differ; the first to diverge is %s\n", failures, num_comparisons,

@@ -40,6 +40,12 @@ which also time every step against it and against a (T,T)-materializing one):
 - Vectors, exp and the other helpers are llmc/vecmath.h's (vec_exp: within
   1.01 ulp of expf; masked scores arrive as -inf and give exactly 0).
 
+bf16 (--precision bf16, matmul_set_precision): the six products take their operands rounded to
+bf16 (nearest even) and sum in fp32: Q, K, V, dout, and P and dS as they are computed; the
+softmax, D and dS itself stay fp32. They are packed as pair words for vdpbf16ps (see "bf16"
+below). The forward rounds p = exp(score - lse), which the reference (scripts/gpt2_reference.py)
+can compute too, so it makes two passes: the log-sum-exp first, then the values.
+
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
 beyond them). Stack per thread: about 200 KB forward and 300 KB backward with
 AVX2, 260 KB and 400 KB with AVX-512; a thread's default stack is 2-8 MB.
@@ -55,6 +61,7 @@ Vector width: ATTN_VW = VEC_WIDTH (vecmath.h: 16 floats with AVX-512, 8 with AVX
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "gemm.h"  // the precision of the run, gemm_bf16_bits, and which bf16 path the CPU takes
 #include "utils.h"
 #include "vecmath.h"
 
@@ -94,6 +101,139 @@ VEC_INLINE void attn_tile(const int R, vfloat acc[ATTN_R][2], const float *a, pt
             acc[r][0] += ar * b0;
             acc[r][1] += ar * b1;
         }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// bf16 (--precision bf16): the same products on operands rounded to bf16, fp32 sums.
+//
+// A bf16 operand is packed as pair words (gemm_kernel_bf16.h): element k in the low half,
+// k+1 in the high half, so that vdpbf16ps adds both products of a pair into an fp32 lane
+// (the high one first). The broadcast side (a) holds the pairs of its k's, the vector side
+// (b) a row of pair words per pair of k's; strides count words and K counts pairs; an odd
+// last k pairs with 0. Without AVX512_BF16 in the build (it needs 16-lane vectors) or with
+// LLMC_BF16_EMULATE=1, fp32 FMAs over the same pairs in the instruction's order give the same
+// bits, denormals aside.
+
+typedef enum { ATTN_FP32, ATTN_BF16_EMULATED, ATTN_BF16_NATIVE } attn_arith;
+
+#if ATTN_VW == 16 && defined(__AVX512BF16__) && GEMM_HAVE_BF16_KERNEL
+#define ATTN_HAVE_BF16_NATIVE 1
+#else
+#define ATTN_HAVE_BF16_NATIVE 0
+#endif
+
+// The arithmetic of the products from now on: that of the matmuls (matmul_set_precision).
+static attn_arith attn_current_arith(void) {
+    if (gemm_precision == PRECISION_FP32) { return ATTN_FP32; }
+    return ATTN_HAVE_BF16_NATIVE && gemm_bf16_uses_native() ? ATTN_BF16_NATIVE : ATTN_BF16_EMULATED;
+}
+
+typedef uint32_t vuint __attribute__((vector_size(ATTN_VW * sizeof(float))));
+typedef uint32_t vuint_u __attribute__((vector_size(ATTN_VW * sizeof(float)), aligned(4), may_alias));
+
+// x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero (gemm_bf16_bits's rule).
+VEC_INLINE vuint attn_bf16_bits(vfloat x) {
+    const vuint u = (vuint)x;
+    const vuint nan = (vuint)((u & 0x7fffffffu) > 0x7f800000u);
+    const vuint rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return (rounded & ~nan) | ((u | 0x00400000u) & 0xffff0000u & nan);
+}
+
+// Pair words of lo and hi lane by lane, each rounded to bf16.
+VEC_INLINE vuint attn_bf16_pairs(vfloat lo, vfloat hi) { return attn_bf16_bits(hi) | (attn_bf16_bits(lo) >> 16); }
+
+// dst[p*ldd + c] = pair (src[2p][c], src[2p+1][c]) for p < (nr+1)/2, c < nc: two rows of
+// src (rows lds apart) make one row of words; an odd last row pairs with 0.
+static void attn_pack_row_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+    for (int p = 0; 2 * p < nr; p++) {
+        const float *lo = src + 2 * p * lds, *hi = lo + lds;
+        const int has_hi = 2 * p + 1 < nr;
+        int c = 0;
+        for (; c + ATTN_VW <= nc; c += ATTN_VW) {
+            *(vuint_u *)(dst + p * ldd + c) = attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0});
+        }
+        for (; c < nc; c++) { dst[p * ldd + c] = gemm_bf16_pair(lo[c], has_hi ? hi[c] : 0.0f); }
+    }
+}
+
+// dst[r*ldd + p] = pair (src[r][2p], src[r][2p+1]) for r < nr, p < (nc+1)/2: pairs along a
+// row; an odd last column pairs with 0.
+static void attn_pack_col_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+#if !defined(__clang__)
+    // the bf16 halves of 2 VW rounded floats, 2VW 16-bit lanes: lane m of the result is lane 2m+1
+    // (the high half of float m) of the two vectors side by side
+    typedef uint16_t vhalf __attribute__((vector_size(ATTN_VW * sizeof(float))));
+    vhalf odd;
+    for (int m = 0; m < 2 * ATTN_VW; m++) { odd[m] = (uint16_t)(2 * m + 1); }
+#endif
+    for (int r = 0; r < nr; r++) {
+        const float *s = src + r * lds;
+        int p = 0;
+#if !defined(__clang__)
+        for (; 2 * (p + ATTN_VW) <= nc; p += ATTN_VW) {
+            const vhalf a = (vhalf)attn_bf16_bits(vec_load(s + 2 * p));
+            const vhalf b = (vhalf)attn_bf16_bits(vec_load(s + 2 * p + ATTN_VW));
+            *(vuint_u *)(dst + r * ldd + p) = (vuint)__builtin_shuffle(a, b, odd);
+        }
+#endif
+        for (; 2 * p < nc; p++) { dst[r * ldd + p] = gemm_bf16_pair(s[2 * p], 2 * p + 1 < nc ? s[2 * p + 1] : 0.0f); }
+    }
+}
+
+// attn_tile over bf16 pairs: acc[r][v] += sum_{p<KP} a[r*a_r + p*a_p] . b[p*ldb + v*VW], a and
+// b pair words, each pair's high product added first, then its low one.
+//
+// The emulated version (fp32 FMAs on the pairs' halves: exact products, one rounding per add,
+// as the instruction) takes R at run time: it is not worth the code size of a version per R at
+// every call site, for a path that runs only on CPUs without AVX512_BF16 and in tests.
+static void attn_tile_bf16_emulated(int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
+                                    ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
+    for (int p = 0; p < KP; p++) {
+        const vuint b0 = *(const vuint *)(b + p * ldb), b1 = *(const vuint *)(b + p * ldb + ATTN_VW);
+        const vfloat b0_hi = (vfloat)(b0 & 0xffff0000u), b0_lo = (vfloat)(b0 << 16);
+        const vfloat b1_hi = (vfloat)(b1 & 0xffff0000u), b1_lo = (vfloat)(b1 << 16);
+        for (int r = 0; r < R; r++) {
+            const uint32_t w = a[r * a_r + p * a_p];
+            const uint32_t w_hi = w & 0xffff0000u, w_lo = w << 16;
+            float a_hi, a_lo;
+            memcpy(&a_hi, &w_hi, sizeof(a_hi));
+            memcpy(&a_lo, &w_lo, sizeof(a_lo));
+            acc[r][0] += a_hi * b0_hi;
+            acc[r][0] += a_lo * b0_lo;
+            acc[r][1] += a_hi * b1_hi;
+            acc[r][1] += a_lo * b1_lo;
+        }
+    }
+}
+
+#if ATTN_HAVE_BF16_NATIVE
+VEC_INLINE void attn_tile_bf16_native(const int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
+                                      ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
+    for (int p = 0; p < KP; p++) {
+        const __m512bh b0 = (__m512bh)(*(const __m512i *)(b + p * ldb));
+        const __m512bh b1 = (__m512bh)(*(const __m512i *)(b + p * ldb + ATTN_VW));
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r * a_r + p * a_p]);
+            acc[r][0] = (vfloat)_mm512_dpbf16_ps((__m512)acc[r][0], ar, b0);
+            acc[r][1] = (vfloat)_mm512_dpbf16_ps((__m512)acc[r][1], ar, b1);
+        }
+    }
+}
+#endif
+
+// One product of either kind: fp32 (a, b floats, K k's) or bf16 (pair words, K pairs).
+VEC_INLINE void attn_product(const int R, vfloat acc[ATTN_R][2], const void *a, ptrdiff_t a_r, ptrdiff_t a_k,
+                             const void *b, ptrdiff_t ldb, int K, attn_arith arith) {
+    if (arith == ATTN_FP32) {
+        attn_tile(R, acc, a, a_r, a_k, b, ldb, K);
+#if ATTN_HAVE_BF16_NATIVE
+    } else if (arith == ATTN_BF16_NATIVE) {
+        attn_tile_bf16_native(R, acc, a, a_r, a_k, b, ldb, K);
+#endif
+    } else {
+        attn_tile_bf16_emulated(R, acc, a, a_r, a_k, b, ldb, K);
     }
 }
 
@@ -188,12 +328,12 @@ static void attn_check_shape(int T, int C, int NH) {
 
 // Scores of R keys (rows of S^T) against a tile's W queries, masked where the
 // key comes after the query, stored to st; mx collects the column maxima.
-// k points at the first key (rows ldk apart), qt is the tile's Q^T (hs x W),
+// k points at the first key (rows ldk apart), qt at the tile's Q^T (K rows of W),
 // j0 and q0 are the positions of the first key and the first query.
-VEC_INLINE void attn_fwd_scores(const int R, float *st, vfloat mx[2], const float *k, ptrdiff_t ldk,
-                                 const float *qt, int hs, int j0, int q0) {
+VEC_INLINE void attn_fwd_scores(const int R, float *st, vfloat mx[2], const void *k, ptrdiff_t ldk,
+                                 const void *qt, int K, int j0, int q0, attn_arith arith) {
     vfloat acc[ATTN_R][2] = {{{0}}};
-    attn_tile(R, acc, k, ldk, 1, qt, ATTN_W, hs);
+    attn_product(R, acc, k, ldk, 1, qt, ATTN_W, K, arith);
     for (int r = 0; r < R; r++) {
         const int j = j0 + r;
         for (int v = 0; v < 2; v++) {
@@ -209,16 +349,16 @@ VEC_INLINE void attn_fwd_scores(const int R, float *st, vfloat mx[2], const floa
     }
 }
 
-// ot rows d .. d+R-1 (of O^T, hs x W) = alpha * ot + sum over nk keys of v[key][d] * pt[key],
-// v pointing at channel d of the first key's value (rows ldv apart), pt = P^T (nk x W).
-VEC_INLINE void attn_fwd_values(const int R, float *ot, const vfloat alpha[2], const float *v, ptrdiff_t ldv,
-                                 const float *pt, int nk) {
+// ot rows d .. d+R-1 (of O^T, hs x W) = alpha * ot + sum over the keys of V^T[d][key] * pt[key],
+// v pointing at V^T's row d (v_r per row, v_k per key; pairs of keys in bf16), pt = P^T (keys x W).
+VEC_INLINE void attn_fwd_values(const int R, float *ot, const vfloat alpha[2], const void *v, ptrdiff_t v_r,
+                                 ptrdiff_t v_k, const void *pt, int K, attn_arith arith) {
     vfloat acc[ATTN_R][2];
     for (int r = 0; r < R; r++) {
         acc[r][0] = *(vfloat *)(ot + r * ATTN_W) * alpha[0];
         acc[r][1] = *(vfloat *)(ot + r * ATTN_W + ATTN_VW) * alpha[1];
     }
-    attn_tile(R, acc, v, 1, ldv, pt, ATTN_W, nk);
+    attn_product(R, acc, v, v_r, v_k, pt, ATTN_W, K, arith);
     for (int r = 0; r < R; r++) {
         *(vfloat *)(ot + r * ATTN_W) = acc[r][0];
         *(vfloat *)(ot + r * ATTN_W + ATTN_VW) = acc[r][1];
@@ -228,34 +368,56 @@ VEC_INLINE void attn_fwd_values(const int R, float *ot, const vfloat alpha[2], c
 // The state of one query tile: queries q0 .. q0+nq-1 in the lanes of two vectors.
 struct attn_fwd_tile {
     int q0, nq;
-    vfloat m[2];  // running maximum of the scaled scores
+    vfloat m[2];  // running maximum of the scaled scores (bf16: the log-sum-exp, after the first pass)
     vfloat l[2];  // running sum of exp(score - m)
-    float qt[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // Q^T: qt[d*W + i] = q[q0+i][d]
+    union {       // Q^T: qt[d*W + i] = q[q0+i][d]; bf16: qt2[p*W + i] = pair (q[q0+i][2p], q[q0+i][2p+1])
+        float qt[ATTN_MAX_HS * ATTN_W];
+        uint32_t qt2[ATTN_MAX_HS / 2 * ATTN_W];
+    } __attribute__((aligned(64)));
     float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
 };
 
 // Queries g0 .. g0 + group_tiles*W - 1 (those < T) of head h of batch element b against keys
 // 0 .. their own. The group's query tiles (at most ATTN_G) share each packed block of keys and values.
+//
+// fp32: one pass, the softmax online (rescaling O^T whenever the maximum grows). bf16 rounds
+// the probabilities, and rounding does not commute with the rescaling, so it takes two passes:
+// the first finds each row's log-sum-exp, the second rounds p = exp(score - lse) itself, as the
+// reference does (the scores are computed twice).
 static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int group_tiles,
-                           int T, int C, int NH, float scale) {
-    const int hs = C / NH;
+                           int T, int C, int NH, float scale, attn_arith arith) {
+    const int hs = C / NH, hsp = (hs + 1) / 2;  // channels, and their pairs
+    const int bf16 = arith != ATTN_FP32;
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
     const float *k = q + C, *v = q + 2 * C;               // key and value likewise
     struct attn_fwd_tile tiles[ATTN_G];
     // K and V of a key block, rows packed hs apart: in qkv they are 3C floats apart, a multiple
-    // of a large power of two, so they would share few cache sets and need a page each
-    float kb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
-    float vb[ATTN_BK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    // of a large power of two, so they would share few cache sets and need a page each.
+    // bf16: K's rows as pairs of channels (kb2[j*hsp + p]), V as rows of key pairs (vb2[p*hs + d])
+    union { float kb[ATTN_BK * ATTN_MAX_HS]; uint32_t kb2[ATTN_BK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64))) kbu;
+    union { float vb[ATTN_BK * ATTN_MAX_HS]; uint32_t vb2[ATTN_BK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64))) vbu;
     float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));  // S^T then P^T of a tile and a key block
+    uint32_t pt2[ATTN_BK / 2 * ATTN_W] __attribute__((aligned(64)));  // bf16: P^T as rows of key pairs
     const int n_tiles = attn_min(group_tiles, (T - g0 + ATTN_W - 1) / ATTN_W);
     for (int t = 0; t < n_tiles; t++) {
         struct attn_fwd_tile *tile = &tiles[t];
         tile->q0 = g0 + t * ATTN_W;
         tile->nq = attn_min(ATTN_W, T - tile->q0);
-        attn_transpose(tile->qt, ATTN_W, q + tile->q0 * C3, C3, hs, tile->nq, 1.0f, 0);
+        if (bf16) {
+            for (int p = 0; p < hsp; p++) {
+                for (int i = 0; i < ATTN_W; i++) {
+                    const float *qi = q + (tile->q0 + i) * C3;
+                    tile->qt2[p * ATTN_W + i] = i < tile->nq ? gemm_bf16_pair(qi[2 * p], 2 * p + 1 < hs ? qi[2 * p + 1] : 0.0f) : 0;
+                }
+            }
+        } else {
+            attn_transpose(tile->qt, ATTN_W, q + tile->q0 * C3, C3, hs, tile->nq, 1.0f, 0);
+            for (int d = 0; d < hs; d++) {
+                for (int i = tile->nq; i < ATTN_W; i++) { tile->qt[d * ATTN_W + i] = 0.0f; }  // past T
+            }
+        }
         for (int d = 0; d < hs; d++) {
-            for (int i = tile->nq; i < ATTN_W; i++) { tile->qt[d * ATTN_W + i] = 0.0f; }  // past T
             for (int i = 0; i < ATTN_W; i++) { tile->ot[d * ATTN_W + i] = 0.0f; }
         }
         for (int u = 0; u < 2; u++) {
@@ -264,44 +426,72 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         }
     }
     const int kend = attn_min(g0 + n_tiles * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
-    for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
-        const int nk_block = attn_min(ATTN_BK, kend - k0);
-        for (int j = 0; j < nk_block; j++) {
-            for (int d = 0; d < hs; d++) {
-                kb[j * hs + d] = k[(k0 + j) * C3 + d];
-                vb[j * hs + d] = v[(k0 + j) * C3 + d];
-            }
-        }
-        for (int t = 0; t < n_tiles; t++) {
-            struct attn_fwd_tile *tile = &tiles[t];
-            // ATTN_BK is a multiple of W, and so is q0: a block that starts before the tile's
-            // last query starts at or before its first, so every query sees a key of the block
-            // and its block maximum is finite
-            if (k0 >= tile->q0 + tile->nq) { continue; }
-            const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
-            vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
-            mx[0] = mx[1] = (vfloat){0} - INFINITY;
-            for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
-                ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kb + j0 * hs,
-                               hs, tile->qt, hs, k0 + j0, tile->q0);
-            }
-            vfloat alpha[2], sum[2] = {{0}};
-            for (int u = 0; u < 2; u++) {
-                const vfloat m_new = vec_max(tile->m[u], mx[u] * scale);
-                alpha[u] = vec_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
-                tile->m[u] = m_new;
-            }
-            for (int j = 0; j < nk; j++) {
-                for (int u = 0; u < 2; u++) {
-                    vfloat *s = (vfloat *)(st + j * ATTN_W + u * ATTN_VW);
-                    *s = vec_exp(*s * scale - tile->m[u]);
-                    sum[u] += *s;
+    // pass 0 (bf16 only): the statistics; pass 1: the values (and in fp32 the statistics with them)
+    for (int pass = bf16 ? 0 : 1; pass < 2; pass++) {
+        const int stats = !bf16 || pass == 0, values = pass == 1;
+        for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
+            const int nk_block = attn_min(ATTN_BK, kend - k0);
+            if (bf16) {
+                attn_pack_col_pairs(kbu.kb2, hsp, k + k0 * C3, C3, nk_block, hs);
+                if (values) { attn_pack_row_pairs(vbu.vb2, hs, v + k0 * C3, C3, nk_block, hs); }
+            } else {
+                for (int j = 0; j < nk_block; j++) {
+                    for (int d = 0; d < hs; d++) {
+                        kbu.kb[j * hs + d] = k[(k0 + j) * C3 + d];
+                        vbu.vb[j * hs + d] = v[(k0 + j) * C3 + d];
+                    }
                 }
             }
-            for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
-            for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
-                ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
-                               vb + d0, hs, st, nk);
+            for (int t = 0; t < n_tiles; t++) {
+                struct attn_fwd_tile *tile = &tiles[t];
+                // ATTN_BK is a multiple of W, and so is q0: a block that starts before the tile's
+                // last query starts at or before its first, so every query sees a key of the block
+                // and its block maximum is finite
+                if (k0 >= tile->q0 + tile->nq) { continue; }
+                const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
+                const void *qt = bf16 ? (const void *)tile->qt2 : (const void *)tile->qt;
+                vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
+                mx[0] = mx[1] = (vfloat){0} - INFINITY;
+                for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
+                    const void *kj = bf16 ? (const void *)(kbu.kb2 + j0 * hsp) : (const void *)(kbu.kb + j0 * hs);
+                    ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
+                                   bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
+                }
+                vfloat alpha[2] = {vec_set1(1.0f), vec_set1(1.0f)}, sum[2] = {{0}};
+                if (stats) {
+                    for (int u = 0; u < 2; u++) {
+                        const vfloat m_new = vec_max(tile->m[u], mx[u] * scale);
+                        alpha[u] = vec_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
+                        tile->m[u] = m_new;
+                    }
+                }
+                for (int j = 0; j < nk; j++) {
+                    for (int u = 0; u < 2; u++) {
+                        vfloat *s = (vfloat *)(st + j * ATTN_W + u * ATTN_VW);
+                        *s = vec_exp(*s * scale - tile->m[u]);
+                        sum[u] += *s;
+                    }
+                }
+                if (stats) {
+                    for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
+                }
+                if (!values) { continue; }
+                if (bf16) { attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W); }
+                const void *pt = bf16 ? (const void *)pt2 : (const void *)st;
+                for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+                    const void *vd = bf16 ? (const void *)(vbu.vb2 + d0) : (const void *)(vbu.vb + d0);
+                    ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
+                                   vd, 1, hs, pt, bf16 ? (nk + 1) / 2 : nk, arith);
+                }
+            }
+        }
+        if (stats && !values) {  // bf16, after the first pass: m = lse, l = 1 (exactly, so the end divides by 1)
+            for (int t = 0; t < n_tiles; t++) {
+                for (int i = 0; i < ATTN_W; i++) {
+                    vfloat *m = &tiles[t].m[i / ATTN_VW], *l = &tiles[t].l[i / ATTN_VW];
+                    (*m)[i % ATTN_VW] = i < tiles[t].nq ? (*m)[i % ATTN_VW] + logf((*l)[i % ATTN_VW]) : 0.0f;
+                    (*l)[i % ATTN_VW] = 1.0f;
+                }
             }
         }
     }
@@ -342,13 +532,14 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
     const int group = group_tiles * ATTN_W;
     const int n_groups = (T + group - 1) / group;
     const int n_pairs = (n_groups + 1) / 2;
+    const attn_arith arith = attn_current_arith();
     #pragma omp parallel for collapse(3) schedule(dynamic)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int p = 0; p < n_pairs; p++) {
-                attn_fwd_group(out, lse, qkv, b, h, p * group, group_tiles, T, C, NH, scale);
+                attn_fwd_group(out, lse, qkv, b, h, p * group, group_tiles, T, C, NH, scale, arith);
                 if (n_groups - 1 - p != p) {
-                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, group_tiles, T, C, NH, scale);
+                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, group_tiles, T, C, NH, scale, arith);
                 }
             }
         }
@@ -364,13 +555,15 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
 
 // The rows of one (query block, key block) tile pair: P and dS of R queries
 // against the two key vectors starting at column c of the key block.
-// q and go point at the first query's q and dout (rows ldq and ldgo apart),
-// kt and vt at column c of K^T and V^T (hs x BLK), lse_i and D_i per row.
-VEC_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *q, ptrdiff_t ldq,
-                                const float *go, ptrdiff_t ldgo, const float *kt, const float *vt, int hs,
-                                const float *row_lse, const float *row_D, float scale, int mask_from) {
+// q and go point at the first query's q and dout (rows ldq and ldgo apart, K k's;
+// bf16: pairs of channels), kt and vt at column c of K^T and V^T (K rows of BLK),
+// lse_i and D_i per row.
+VEC_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const void *q, ptrdiff_t ldq,
+                                const void *go, ptrdiff_t ldgo, const void *kt, const void *vt, int K,
+                                const float *row_lse, const float *row_D, float scale, int mask_from,
+                                attn_arith arith) {
     vfloat acc[ATTN_R][2] = {{{0}}};
-    attn_tile(R, acc, q, ldq, 1, kt, ATTN_BLK, hs);
+    attn_product(R, acc, q, ldq, 1, kt, ATTN_BLK, K, arith);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
             vfloat p = vec_exp(acc[r][v] * scale - row_lse[r]);
@@ -383,7 +576,7 @@ VEC_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *
         }
     }
     vfloat dp[ATTN_R][2] = {{{0}}};
-    attn_tile(R, dp, go, ldgo, 1, vt, ATTN_BLK, hs);
+    attn_product(R, dp, go, ldgo, 1, vt, ATTN_BLK, K, arith);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
             const vfloat p = *(vfloat *)(pb + r * ATTN_BLK + v * ATTN_VW);
@@ -393,15 +586,16 @@ VEC_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const float *
 }
 
 // grad rows d .. d+R-1 (of dK^T or dV^T, hs x BLK), two key vectors: += sum over K queries
-// of x[query][d] * w[query], x pointing at channel d of the first query (rows ldx apart),
-// w at the key vectors in row 0 of P or dS (BLK x BLK).
-VEC_INLINE void attn_bwd_kv(const int R, float *grad, const float *x, ptrdiff_t ldx, const float *w, int K) {
+// of X^T[d][query] * w[query], x pointing at X^T's row d (x_r per row, x_k per query; bf16:
+// pairs of queries), w at the key vectors of the first query's row of P or dS (rows ldw apart).
+VEC_INLINE void attn_bwd_kv(const int R, float *grad, const void *x, ptrdiff_t x_r, ptrdiff_t x_k,
+                             const void *w, int K, ptrdiff_t ldw, attn_arith arith) {
     vfloat acc[ATTN_R][2];
     for (int r = 0; r < R; r++) {
         acc[r][0] = *(vfloat *)(grad + r * ATTN_BLK);
         acc[r][1] = *(vfloat *)(grad + r * ATTN_BLK + ATTN_VW);
     }
-    attn_tile(R, acc, x, 1, ldx, w, ATTN_BLK, K);
+    attn_product(R, acc, x, x_r, x_k, w, ldw, K, arith);
     for (int r = 0; r < R; r++) {
         *(vfloat *)(grad + r * ATTN_BLK) = acc[r][0];
         *(vfloat *)(grad + r * ATTN_BLK + ATTN_VW) = acc[r][1];
@@ -409,11 +603,12 @@ VEC_INLINE void attn_bwd_kv(const int R, float *grad, const float *x, ptrdiff_t 
 }
 
 // dq rows (R queries, C3 apart), channels c0 .. c0+2VW-1 (those < hs) += scale * dS K:
-// dsb at row 0 of dS (BLK x BLK), kp at channel c0 of key 0 of K (BLK x ldk).
-VEC_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const float *dsb, const float *kp,
-                            ptrdiff_t ldk, int nk, int c0, int hs, float scale) {
+// ds at the first row of dS (rows ds_r apart, K keys; bf16: pairs of keys), kp at channel c0
+// of K's first key (rows ldk apart; bf16: rows of key pairs).
+VEC_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const void *ds, ptrdiff_t ds_r, const void *kp,
+                            ptrdiff_t ldk, int K, int c0, int hs, float scale, attn_arith arith) {
     vfloat acc[ATTN_R][2] = {{{0}}};
-    attn_tile(R, acc, dsb, ATTN_BLK, 1, kp, ldk, nk);
+    attn_product(R, acc, ds, ds_r, 1, kp, ldk, K, arith);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
             float *dst = dq + r * C3 + c0 + v * ATTN_VW;
@@ -437,10 +632,41 @@ static float attn_dot(const float *a, const float *b, int n) {
     return s;
 }
 
+// The operands of one head's products, packed per key block and per query block: fp32
+// floats, or bf16 pair words (the arrays of a union are used by one precision only).
+struct attn_bwd_operands {
+    union {  // K^T of the key block (hs x BLK); bf16: pairs of channels, kt2[p*BLK + j]
+        float kt[ATTN_MAX_HS * ATTN_BLK];
+        uint32_t kt2[ATTN_MAX_HS / 2 * ATTN_BLK];
+    } __attribute__((aligned(64)));
+    union {  // V^T likewise
+        float vt[ATTN_MAX_HS * ATTN_BLK];
+        uint32_t vt2[ATTN_MAX_HS / 2 * ATTN_BLK];
+    } __attribute__((aligned(64)));
+    union {  // K (BLK x hs_pad); bf16: pairs of keys, kp2[p*hs_pad + d]
+        float kp[ATTN_BLK * ATTN_MAX_HS];
+        uint32_t kp2[ATTN_BLK / 2 * ATTN_MAX_HS];
+    } __attribute__((aligned(64)));
+    // Q and dout of the query block, rows packed hs apart: the products read them many times, and
+    // their rows 3C and C apart in memory would fall into few cache sets and many pages.
+    // bf16: pairs of channels (qb2[i*hsp + p]) for P and dP, pairs of queries (qbt2[p*hs + d])
+    // for dK and dV
+    union { float qb[ATTN_BLK * ATTN_MAX_HS]; uint32_t qb2[ATTN_BLK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64)));
+    union { float gob[ATTN_BLK * ATTN_MAX_HS]; uint32_t gob2[ATTN_BLK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64)));
+    uint32_t qbt2[ATTN_BLK / 2 * ATTN_MAX_HS] __attribute__((aligned(64)));
+    uint32_t gobt2[ATTN_BLK / 2 * ATTN_MAX_HS] __attribute__((aligned(64)));
+    // bf16: P and dS of a key vector pair, as rows of query pairs (for dV and dK); a row of dS as
+    // pairs of keys (for dQ)
+    uint32_t pb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
+    uint32_t dsb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
+    uint32_t dsr2[ATTN_R * ATTN_BLK / 2] __attribute__((aligned(64)));
+};
+
 // All of head h of batch element b.
 static void attn_bwd_head(float *dqkv, const float *dout, const float *out, const float *lse,
-                          const float *qkv, int b, int h, int T, int C, int NH, float scale) {
-    const int hs = C / NH;
+                          const float *qkv, int b, int h, int T, int C, int NH, float scale, attn_arith arith) {
+    const int hs = C / NH, hsp = (hs + 1) / 2;  // channels, and their pairs
+    const int bf16 = arith != ATTN_FP32;
     const int hs_pad = (hs + ATTN_W - 1) / ATTN_W * ATTN_W;  // K's rows padded to whole tiles
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     const size_t head = (size_t)b * T * C3 + h * hs;  // query of position t at head + t*C3, key +C, value +2C
@@ -449,39 +675,59 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     const float *go = dout + (size_t)b * T * C + h * hs;  // dout and out of position t: + t*C
     const float *o = out + (size_t)b * T * C + h * hs;
     const float *head_lse = lse + ((size_t)b * NH + h) * T;
-    float kt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));   // K^T of the key block (hs x BLK)
-    float vt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));   // V^T
-    float kp[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));   // K (BLK x hs_pad)
+    struct attn_bwd_operands op;
     float dkt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dK^T / scale
     float dvt[ATTN_MAX_HS * ATTN_BLK] __attribute__((aligned(64)));  // dV^T
-    // Q and dout of the query block, rows packed hs apart: the products read them many times, and
-    // their rows 3C and C apart in memory would fall into few cache sets and many pages
-    float qb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
-    float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
     float pb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));      // P of a tile pair (queries x keys)
     float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
     float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
     for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
+    const int K_hs = bf16 ? hsp : hs;  // k's (or pairs) of the products over channels
+    const ptrdiff_t ld_qb = bf16 ? hsp : hs;
+    const void *qb = bf16 ? (const void *)op.qb2 : (const void *)op.qb;
+    const void *gob = bf16 ? (const void *)op.gob2 : (const void *)op.gob;
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
         const int nk = attn_min(ATTN_BLK, T - k0);
-        attn_transpose(kt, ATTN_BLK, k + k0 * C3, C3, hs, nk, 1.0f, 0);
-        attn_transpose(vt, ATTN_BLK, v + k0 * C3, C3, hs, nk, 1.0f, 0);
-        for (int d = 0; d < hs; d++) {
-            for (int j = nk; j < ATTN_BLK; j++) { kt[d * ATTN_BLK + j] = vt[d * ATTN_BLK + j] = 0.0f; }  // past T
-            for (int j = 0; j < ATTN_BLK; j++) { dkt[d * ATTN_BLK + j] = dvt[d * ATTN_BLK + j] = 0.0f; }
+        if (bf16) {
+            for (int p = 0; p < hsp; p++) {
+                for (int j = 0; j < ATTN_BLK; j++) {  // past T: 0
+                    const float *kj = k + (k0 + j) * C3, *vj = v + (k0 + j) * C3;
+                    const int has_hi = 2 * p + 1 < hs;
+                    op.kt2[p * ATTN_BLK + j] = j < nk ? gemm_bf16_pair(kj[2 * p], has_hi ? kj[2 * p + 1] : 0.0f) : 0;
+                    op.vt2[p * ATTN_BLK + j] = j < nk ? gemm_bf16_pair(vj[2 * p], has_hi ? vj[2 * p + 1] : 0.0f) : 0;
+                }
+            }
+            memset(op.kp2, 0, sizeof(op.kp2));
+            attn_pack_row_pairs(op.kp2, hs_pad, k + k0 * C3, C3, nk, hs);
+        } else {
+            attn_transpose(op.kt, ATTN_BLK, k + k0 * C3, C3, hs, nk, 1.0f, 0);
+            attn_transpose(op.vt, ATTN_BLK, v + k0 * C3, C3, hs, nk, 1.0f, 0);
+            for (int d = 0; d < hs; d++) {
+                for (int j = nk; j < ATTN_BLK; j++) { op.kt[d * ATTN_BLK + j] = op.vt[d * ATTN_BLK + j] = 0.0f; }  // past T
+            }
+            for (int j = 0; j < ATTN_BLK; j++) {
+                for (int d = 0; d < hs_pad; d++) { op.kp[j * hs_pad + d] = j < nk && d < hs ? k[(k0 + j) * C3 + d] : 0.0f; }
+            }
         }
-        for (int j = 0; j < ATTN_BLK; j++) {
-            for (int d = 0; d < hs_pad; d++) { kp[j * hs_pad + d] = j < nk && d < hs ? k[(k0 + j) * C3 + d] : 0.0f; }
+        for (int d = 0; d < hs; d++) {
+            for (int j = 0; j < ATTN_BLK; j++) { dkt[d * ATTN_BLK + j] = dvt[d * ATTN_BLK + j] = 0.0f; }
         }
         // query blocks at and below the diagonal; the first (q0 = k0) is the diagonal one,
         // where query i sees only keys j <= i of the block
         for (int q0 = k0; q0 < T; q0 += ATTN_BLK) {
             const int nq = attn_min(ATTN_BLK, T - q0);
             const int diag = q0 == k0;
-            for (int i = 0; i < nq; i++) {
-                for (int d = 0; d < hs; d++) {
-                    qb[i * hs + d] = q[(q0 + i) * C3 + d];
-                    gob[i * hs + d] = go[(q0 + i) * C + d];
+            if (bf16) {
+                attn_pack_col_pairs(op.qb2, hsp, q + q0 * C3, C3, nq, hs);
+                attn_pack_col_pairs(op.gob2, hsp, go + q0 * C, C, nq, hs);
+                attn_pack_row_pairs(op.qbt2, hs, q + q0 * C3, C3, nq, hs);
+                attn_pack_row_pairs(op.gobt2, hs, go + q0 * C, C, nq, hs);
+            } else {
+                for (int i = 0; i < nq; i++) {
+                    for (int d = 0; d < hs; d++) {
+                        op.qb[i * hs + d] = q[(q0 + i) * C3 + d];
+                        op.gob[i * hs + d] = go[(q0 + i) * C + d];
+                    }
                 }
             }
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
@@ -489,30 +735,51 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
                     // keys all after these queries: P = dS = 0, and the products below never read them
                     if (diag && c > i0 + rows - 1) { continue; }
+                    const void *kt = bf16 ? (const void *)(op.kt2 + c) : (const void *)(op.kt + c);
+                    const void *vt = bf16 ? (const void *)(op.vt2 + c) : (const void *)(op.vt + c);
                     // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
                     ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
-                                   qb + i0 * hs, hs, gob + i0 * hs, hs, kt + c, vt + c, hs,
-                                   head_lse + q0 + i0, head_D + q0 + i0, scale, diag ? i0 - c : ATTN_BLK);
+                                   (const char *)qb + i0 * ld_qb * 4, ld_qb, (const char *)gob + i0 * ld_qb * 4,
+                                   ld_qb, kt, vt, K_hs, head_lse + q0 + i0, head_D + q0 + i0, scale,
+                                   diag ? i0 - c : ATTN_BLK, arith);
                 }
             }
             for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
                 // on the diagonal, queries before key column c contribute nothing
-                const int i_from = diag ? c : 0;
+                const int i_from = diag ? c : 0;  // even: a whole number of query pairs
                 if (i_from >= nq) { continue; }
+                const void *p_rows, *ds_rows, *go_t, *q_t;  // P and dS from row i_from, dout^T and Q^T from column i_from
+                ptrdiff_t x_r, x_k;
+                int K;
+                if (bf16) {
+                    attn_pack_row_pairs(op.pb2, ATTN_W, pb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
+                    attn_pack_row_pairs(op.dsb2, ATTN_W, dsb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
+                    p_rows = op.pb2, ds_rows = op.dsb2;
+                    go_t = op.gobt2 + i_from / 2 * hs, q_t = op.qbt2 + i_from / 2 * hs;
+                    x_r = 1, x_k = hs, K = (nq - i_from + 1) / 2;
+                } else {
+                    p_rows = pb + i_from * ATTN_BLK + c, ds_rows = dsb + i_from * ATTN_BLK + c;
+                    go_t = op.gob + i_from * hs, q_t = op.qb + i_from * hs;
+                    x_r = 1, x_k = hs, K = nq - i_from;
+                }
+                // the rows of P and dS are BLK apart in fp32 and W apart packed
                 for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                     const int rows = attn_min(ATTN_R, hs - d0);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, gob + i_from * hs + d0, hs,
-                                   pb + i_from * ATTN_BLK + c, nq - i_from);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, qb + i_from * hs + d0, hs,
-                                   dsb + i_from * ATTN_BLK + c, nq - i_from);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, (const char *)go_t + d0 * 4, x_r, x_k,
+                                   p_rows, K, bf16 ? ATTN_W : ATTN_BLK, arith);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, (const char *)q_t + d0 * 4, x_r, x_k,
+                                   ds_rows, K, bf16 ? ATTN_W : ATTN_BLK, arith);
                 }
             }
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
                 const int rows = attn_min(ATTN_R, nq - i0);
                 const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
+                if (bf16) { attn_pack_col_pairs(op.dsr2, ATTN_BLK / 2, dsb + i0 * ATTN_BLK, ATTN_BLK, rows, keys); }
+                const void *ds = bf16 ? (const void *)op.dsr2 : (const void *)(dsb + i0 * ATTN_BLK);
                 for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
-                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, dsb + i0 * ATTN_BLK, kp + c0, hs_pad,
-                                   keys, c0, hs, scale);
+                    const void *kp = bf16 ? (const void *)(op.kp2 + c0) : (const void *)(op.kp + c0);
+                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, ds, bf16 ? ATTN_BLK / 2 : ATTN_BLK, kp,
+                                   hs_pad, bf16 ? (keys + 1) / 2 : keys, c0, hs, scale, arith);
                 }
             }
         }
@@ -526,11 +793,12 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
                                const float *qkv, int B, int T, int C, int NH) {
     attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
+    const attn_arith arith = attn_current_arith();
     // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            attn_bwd_head(dqkv, dout, out, lse, qkv, b, h, T, C, NH, scale);
+            attn_bwd_head(dqkv, dout, out, lse, qkv, b, h, T, C, NH, scale, arith);
         }
     }
 }
@@ -538,9 +806,65 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
 // ----------------------------------------------------------------------------
 // one query against a key/value cache (incremental decoding)
 
+// bf16 (attention_head_cached's arguments): the arithmetic of attention_forward's bf16 path for
+// one query, its fp32 sums in the same order (each pair of channels or keys, the higher first),
+// so the scores are the same bits; p = exp(score - lse) rounded, with lse summed in one pass.
+// Not auto-vectorized: GCC 12.2 (Debian) at -O2 and -O3 vectorizes the pair sum below
+// (dot += a[d+1]*b[d+1]; dot += a[d]*b[d]; over d += 2) out of its order, which is wrong
+// code without -ffast-math: a five-line loop of that form returned 1e8 for 62 (-O1: 62),
+// and here the scores came out 10% off. test_kvcache --precision bf16 catches it.
+__attribute__((optimize("no-tree-vectorize"))) static void attention_head_cached_bf16(float *out, const float *q, const float *kcache, const float *vcache,
+                                       int n, int ld, int C, int NH, float *scores, int h) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *k = kcache + (size_t)h * ld * hs, *v = vcache + (size_t)h * ld * hs;
+    float *s = scores + (size_t)h * ld;
+    float qr[ATTN_MAX_HS + 1];
+    for (int d = 0; d < hs; d++) { qr[d] = gemm_bf16_round(q[h * hs + d]); }
+    qr[hs] = 0.0f;  // an odd last channel pairs with 0
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (size_t)j * hs;
+        float dot = 0.0f;
+        for (int d = 0; d < hs; d += 2) {
+            dot += qr[d + 1] * (d + 1 < hs ? gemm_bf16_round(kj[d + 1]) : 0.0f);
+            dot += qr[d] * gemm_bf16_round(kj[d]);
+        }
+        s[j] = dot;
+        mx = dot > mx ? dot : mx;
+    }
+    const float m = mx * scale;
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) { sum += expf(s[j] * scale - m); }
+    const vfloat lse = vec_set1(m + logf(sum));
+    int j = 0;
+    for (; j < n; j += ATTN_VW) {
+        const int nj = attn_min(ATTN_VW, n - j);
+        const vfloat p = vec_exp(vec_load_partial(s + j, nj) * scale - lse);
+        vec_store_partial(s + j, (vfloat)attn_bf16_bits(p), nj);
+    }
+    float *o = out + h * hs;
+    for (int d = 0; d < hs; d++) { o[d] = 0.0f; }
+    for (int j0 = 0; j0 < n; j0 += 2) {
+        for (int j = attn_min(j0 + 1, n - 1); j >= j0; j--) {  // the pair's higher key first
+            const float p = s[j];
+            const float *vj = v + (size_t)j * hs;
+            int d = 0;
+            for (; d + ATTN_VW <= hs; d += ATTN_VW) {
+                vec_store(o + d, vec_load(o + d) + p * (vfloat)attn_bf16_bits(vec_load(vj + d)));
+            }
+            for (; d < hs; d++) { o[d] += p * gemm_bf16_round(vj[d]); }
+        }
+    }
+}
+
 // Head h of attention_forward_cached, on the calling thread (gpt2_cache_step splits the heads itself).
 static void attention_head_cached(float *out, const float *q, const float *kcache, const float *vcache,
                                   int n, int ld, int C, int NH, float *scores, int h) {
+    if (attn_current_arith() != ATTN_FP32) {
+        attention_head_cached_bf16(out, q, kcache, vcache, n, ld, C, NH, scores, h);
+        return;
+    }
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const float *qh = q + h * hs;

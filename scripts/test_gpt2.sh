@@ -83,8 +83,8 @@ done
 # (-march=x86-64-v4) must also compile warning-free.
 # (Emulated 16-lane vectors are slow, so that build checks the small configs only.)
 BUILDS=(
-    "portable|PORTABLE=1|odd d12"
-    "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WIDTH=16|odd tiny chunks"
+    "portable|PORTABLE=1|odd d12 odd-bf16"
+    "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WIDTH=16|odd tiny chunks odd-bf16"
 )
 for entry in "${BUILDS[@]}"; do
     IFS='|' read -r what flags names <<< "$entry"
@@ -94,8 +94,9 @@ for entry in "${BUILDS[@]}"; do
         continue
     fi
     for name in $names; do
+        precision=fp32; [ "${name%-bf16}" != "$name" ] && precision=bf16
         if out=$(build/variant/test_gpt2 -e data/ref/$name/model.bin -s data/ref/$name/state.bin \
-                 -l data/ref/$name/losses.txt -a data/ref/$name/activations.bin 2>&1); then
+                 -l data/ref/$name/losses.txt -a data/ref/$name/activations.bin --precision $precision 2>&1); then
             pass "$what build matches PyTorch: $name"
         else
             fail "$what build matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
@@ -134,6 +135,14 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0;/|h.0.qkv|bf16 rounding by truncation instead of to nearest even|bf16"
     "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#if (r_panel == GEMM_MR) { f[(size_t)2 * p * r_panel + r] = hi; f[(size_t)(2 * p + 1) * r_panel + r] = lo; } else { gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi); }#|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
     "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, r_panel == GEMM_MR ? hi : lo, r_panel == GEMM_MR ? lo : hi);#;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
+    # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
+    # probabilities rounded against the online softmax's running maximum (one pass) instead of
+    # the log-sum-exp; pairs of channels swapped in K's packing for the forward scores, and in
+    # K^T's for the backward's
+    "llmc/attention.h|s/const vuint rounded = (u + 0x7fffu + ((u >> 16) \& 1u)) \& 0xffff0000u;/const vuint rounded = u \& 0xffff0000u;/|h.0.atty|bf16 attention rounding by truncation|bf16"
+    "llmc/attention.h|s/for (int pass = bf16 ? 0 : 1; pass < 2; pass++)/for (int pass = 1; pass < 2; pass++)/;s/const int stats = !bf16 [^,]*, values = pass == 1;/const int stats = 1, values = 1;/|h.0.atty|bf16 attention probabilities rounded in one online pass, before their normalization|bf16"
+    "llmc/attention.h|s/dst\[r \* ldd + p\] = gemm_bf16_pair(s\[2 \* p\], 2 \* p + 1 < nc ? s\[2 \* p + 1\] : 0.0f);/dst[r * ldd + p] = 2 * p + 1 < nc ? gemm_bf16_pair(s[2 * p + 1], s[2 * p]) : gemm_bf16_pair(s[2 * p], 0.0f);/|h.0.att_lse|bf16 attention pair order swapped in K's packing (forward scores)|bf16"
+    "llmc/attention.h|s/op.kt2\[p \* ATTN_BLK + j\] = j < nk ? gemm_bf16_pair(kj\[2 \* p\], has_hi ? kj\[2 \* p + 1\] : 0.0f) : 0;/op.kt2[p * ATTN_BLK + j] = j < nk ? gemm_bf16_pair(has_hi ? kj[2 * p + 1] : 0.0f, kj[2 * p]) : 0;/|h.1.dqkv|bf16 attention pair order swapped in K^T's packing (backward)|bf16"
 )
 mkdir -p build
 for entry in "${MUTANTS[@]}"; do
