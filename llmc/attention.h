@@ -809,11 +809,16 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
 // bf16 (attention_head_cached's arguments): the arithmetic of attention_forward's bf16 path for
 // one query, its fp32 sums in the same order (each pair of channels or keys, the higher first),
 // so the scores are the same bits; p = exp(score - lse) rounded, with lse summed in one pass.
-// Not auto-vectorized: GCC 12.2 (Debian) at -O2 and -O3 vectorizes the pair sum below
+#if defined(__clang__)
+#define ATTN_NO_AUTOVECTORIZE
+#else
+#define ATTN_NO_AUTOVECTORIZE __attribute__((optimize("no-tree-vectorize")))
+#endif
+// Not auto-vectorized (GCC): GCC 12.2 (Debian) at -O2 and -O3 vectorizes the pair sum below
 // (dot += a[d+1]*b[d+1]; dot += a[d]*b[d]; over d += 2) out of its order, which is wrong
 // code without -ffast-math: a five-line loop of that form returned 1e8 for 62 (-O1: 62),
 // and here the scores came out 10% off. test_kvcache --precision bf16 catches it.
-__attribute__((optimize("no-tree-vectorize"))) static void attention_head_cached_bf16(float *out, const float *q, const float *kcache, const float *vcache,
+ATTN_NO_AUTOVECTORIZE static void attention_head_cached_bf16(float *out, const float *q, const float *kcache, const float *vcache,
                                        int n, int ld, int C, int NH, float *scores, int h) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);

@@ -184,7 +184,7 @@ static void bwd3_head(float *dqkv, const float *dout, const float *out, const fl
                     // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
                     ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
                                    q + (q0 + i0) * C3, C3, go + (q0 + i0) * C, C, kt + c, vt + c, hs,
-                                   head_lse + q0 + i0, row_D + i0, scale, diag ? i0 - c : ATTN_BLK);
+                                   head_lse + q0 + i0, row_D + i0, scale, diag ? i0 - c : ATTN_BLK, ATTN_FP32);
                 }
             }
             for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
@@ -193,18 +193,18 @@ static void bwd3_head(float *dqkv, const float *dout, const float *out, const fl
                 if (i_from >= nq) { continue; }
                 for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                     const int rows = attn_min(ATTN_R, hs - d0);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, go + (q0 + i_from) * C + d0, C,
-                                   pb + i_from * ATTN_BLK + c, nq - i_from);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, q + (q0 + i_from) * C3 + d0, C3,
-                                   dsb + i_from * ATTN_BLK + c, nq - i_from);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, go + (q0 + i_from) * C + d0, 1, C,
+                                   pb + i_from * ATTN_BLK + c, nq - i_from, ATTN_BLK, ATTN_FP32);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, q + (q0 + i_from) * C3 + d0, 1, C3,
+                                   dsb + i_from * ATTN_BLK + c, nq - i_from, ATTN_BLK, ATTN_FP32);
                 }
             }
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
                 const int rows = attn_min(ATTN_R, nq - i0);
                 const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
                 for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
-                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, dsb + i0 * ATTN_BLK, kp + c0, hs_pad,
-                                   keys, c0, hs, scale);
+                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, dsb + i0 * ATTN_BLK, ATTN_BLK, kp + c0,
+                                   hs_pad, keys, c0, hs, scale, ATTN_FP32);
                 }
             }
         }

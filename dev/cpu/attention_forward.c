@@ -142,7 +142,7 @@ static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int
         mx[0] -= INFINITY; mx[1] -= INFINITY;
         for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
             ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx,
-                           k + (k0 + j0) * C3, C3, qt, hs, k0 + j0, q0);
+                           k + (k0 + j0) * C3, C3, qt, hs, k0 + j0, q0, ATTN_FP32);
         }
         vfloat alpha[2], sum[2] = {{0}};
         for (int u = 0; u < 2; u++) {
@@ -163,7 +163,7 @@ static void fwd3_query_tile(float *out, float *lse, const float *qkv, int b, int
         }
         for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
             ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, ot + d0 * ATTN_W, alpha,
-                           vb + d0, hs, st, nk);
+                           vb + d0, 1, hs, st, nk, ATTN_FP32);
         }
     }
     for (int d = 0; d < hs; d++) {
