@@ -237,6 +237,11 @@ VEC_INLINE void attn_product(const int R, vfloat acc[ATTN_R][2], const void *a, 
     }
 }
 
+// An operand of a product at word i: of the fp32 floats, or of the bf16 pair words.
+static inline const void *attn_words(int bf16, const float *fp32, const uint32_t *pairs, ptrdiff_t i) {
+    return bf16 ? (const void *)(pairs + i) : (const void *)(fp32 + i);
+}
+
 // Calls fn(rows, ...) with rows in 1..ATTN_R as a compile-time constant (vecmath.h).
 #if ATTN_R > 6
 #define ATTN_WIDE_ROWS VEC_CASES_ROWS_7_TO_12
@@ -404,12 +409,12 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         struct attn_fwd_tile *tile = &tiles[t];
         tile->q0 = g0 + t * ATTN_W;
         tile->nq = attn_min(ATTN_W, T - tile->q0);
-        if (bf16) {
+        if (bf16) {  // each query's pairs of channels, transposed (moves only); past T: 0
+            union { float f[ATTN_W * ATTN_MAX_HS / 2]; uint32_t u[ATTN_W * ATTN_MAX_HS / 2]; } pairs;
+            attn_pack_col_pairs(pairs.u, hsp, q + tile->q0 * C3, C3, tile->nq, hs);
+            attn_transpose(tile->qt, ATTN_W, pairs.f, hsp, hsp, tile->nq, 1.0f, 0);
             for (int p = 0; p < hsp; p++) {
-                for (int i = 0; i < ATTN_W; i++) {
-                    const float *qi = q + (tile->q0 + i) * C3;
-                    tile->qt2[p * ATTN_W + i] = i < tile->nq ? gemm_bf16_pair(qi[2 * p], 2 * p + 1 < hs ? qi[2 * p + 1] : 0.0f) : 0;
-                }
+                for (int i = tile->nq; i < ATTN_W; i++) { tile->qt2[p * ATTN_W + i] = 0; }
             }
         } else {
             attn_transpose(tile->qt, ATTN_W, q + tile->q0 * C3, C3, hs, tile->nq, 1.0f, 0);
@@ -449,11 +454,11 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
                 // and its block maximum is finite
                 if (k0 >= tile->q0 + tile->nq) { continue; }
                 const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
-                const void *qt = bf16 ? (const void *)tile->qt2 : (const void *)tile->qt;
+                const void *qt = attn_words(bf16, tile->qt, tile->qt2, 0);
                 vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
                 mx[0] = mx[1] = (vfloat){0} - INFINITY;
                 for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
-                    const void *kj = bf16 ? (const void *)(kbu.kb2 + j0 * hsp) : (const void *)(kbu.kb + j0 * hs);
+                    const void *kj = attn_words(bf16, kbu.kb, kbu.kb2, j0 * (bf16 ? hsp : hs));
                     ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
                                    bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
                 }
@@ -469,7 +474,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
                     for (int u = 0; u < 2; u++) {
                         vfloat *s = (vfloat *)(st + j * ATTN_W + u * ATTN_VW);
                         *s = vec_exp(*s * scale - tile->m[u]);
-                        sum[u] += *s;
+                        if (stats) { sum[u] += *s; }
                     }
                 }
                 if (stats) {
@@ -477,9 +482,9 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
                 }
                 if (!values) { continue; }
                 if (bf16) { attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W); }
-                const void *pt = bf16 ? (const void *)pt2 : (const void *)st;
+                const void *pt = attn_words(bf16, st, pt2, 0);
                 for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
-                    const void *vd = bf16 ? (const void *)(vbu.vb2 + d0) : (const void *)(vbu.vb + d0);
+                    const void *vd = attn_words(bf16, vbu.vb, vbu.vb2, d0);
                     ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
                                    vd, 1, hs, pt, bf16 ? (nk + 1) / 2 : nk, arith);
                 }
@@ -660,6 +665,8 @@ struct attn_bwd_operands {
     uint32_t pb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
     uint32_t dsb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
     uint32_t dsr2[ATTN_R * ATTN_BLK / 2] __attribute__((aligned(64)));
+    // bf16: a key block's pairs of channels (BLK x hsp) on their way to kt2 or vt2
+    union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } pairs __attribute__((aligned(64)));
 };
 
 // All of head h of batch element b.
@@ -684,21 +691,23 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
     const int K_hs = bf16 ? hsp : hs;  // k's (or pairs) of the products over channels
     const ptrdiff_t ld_qb = bf16 ? hsp : hs;
-    const void *qb = bf16 ? (const void *)op.qb2 : (const void *)op.qb;
-    const void *gob = bf16 ? (const void *)op.gob2 : (const void *)op.gob;
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
         const int nk = attn_min(ATTN_BLK, T - k0);
         if (bf16) {
+            // K^T and V^T: each key's pairs of channels, then transposed (moves only: the
+            // words' bits pass through unchanged); keys past T are 0
+            attn_pack_col_pairs(op.pairs.u, hsp, k + k0 * C3, C3, nk, hs);
+            attn_transpose(op.kt, ATTN_BLK, op.pairs.f, hsp, hsp, nk, 1.0f, 0);
+            attn_pack_col_pairs(op.pairs.u, hsp, v + k0 * C3, C3, nk, hs);
+            attn_transpose(op.vt, ATTN_BLK, op.pairs.f, hsp, hsp, nk, 1.0f, 0);
             for (int p = 0; p < hsp; p++) {
-                for (int j = 0; j < ATTN_BLK; j++) {  // past T: 0
-                    const float *kj = k + (k0 + j) * C3, *vj = v + (k0 + j) * C3;
-                    const int has_hi = 2 * p + 1 < hs;
-                    op.kt2[p * ATTN_BLK + j] = j < nk ? gemm_bf16_pair(kj[2 * p], has_hi ? kj[2 * p + 1] : 0.0f) : 0;
-                    op.vt2[p * ATTN_BLK + j] = j < nk ? gemm_bf16_pair(vj[2 * p], has_hi ? vj[2 * p + 1] : 0.0f) : 0;
-                }
+                for (int j = nk; j < ATTN_BLK; j++) { op.kt2[p * ATTN_BLK + j] = op.vt2[p * ATTN_BLK + j] = 0; }
             }
-            memset(op.kp2, 0, sizeof(op.kp2));
+            // K's key pairs; the products read channels up to hs_pad, pairs up to (nk+1)/2
             attn_pack_row_pairs(op.kp2, hs_pad, k + k0 * C3, C3, nk, hs);
+            for (int p = 0; 2 * p < nk; p++) {
+                for (int d = hs; d < hs_pad; d++) { op.kp2[p * hs_pad + d] = 0; }
+            }
         } else {
             attn_transpose(op.kt, ATTN_BLK, k + k0 * C3, C3, hs, nk, 1.0f, 0);
             attn_transpose(op.vt, ATTN_BLK, v + k0 * C3, C3, hs, nk, 1.0f, 0);
@@ -735,12 +744,11 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 for (int c = 0; c < ATTN_BLK; c += ATTN_W) {
                     // keys all after these queries: P = dS = 0, and the products below never read them
                     if (diag && c > i0 + rows - 1) { continue; }
-                    const void *kt = bf16 ? (const void *)(op.kt2 + c) : (const void *)(op.kt + c);
-                    const void *vt = bf16 ? (const void *)(op.vt2 + c) : (const void *)(op.vt + c);
+                    const void *kt = attn_words(bf16, op.kt, op.kt2, c), *vt = attn_words(bf16, op.vt, op.vt2, c);
                     // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
                     ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
-                                   (const char *)qb + i0 * ld_qb * 4, ld_qb, (const char *)gob + i0 * ld_qb * 4,
-                                   ld_qb, kt, vt, K_hs, head_lse + q0 + i0, head_D + q0 + i0, scale,
+                                   attn_words(bf16, op.qb, op.qb2, i0 * ld_qb), ld_qb,
+                                   attn_words(bf16, op.gob, op.gob2, i0 * ld_qb), ld_qb, kt, vt, K_hs, head_lse + q0 + i0, head_D + q0 + i0, scale,
                                    diag ? i0 - c : ATTN_BLK, arith);
                 }
             }
@@ -748,36 +756,31 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 // on the diagonal, queries before key column c contribute nothing
                 const int i_from = diag ? c : 0;  // even: a whole number of query pairs
                 if (i_from >= nq) { continue; }
-                const void *p_rows, *ds_rows, *go_t, *q_t;  // P and dS from row i_from, dout^T and Q^T from column i_from
-                ptrdiff_t x_r, x_k;
-                int K;
-                if (bf16) {
+                if (bf16) {  // P and dS of the key vector pair, as rows of query pairs
                     attn_pack_row_pairs(op.pb2, ATTN_W, pb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
                     attn_pack_row_pairs(op.dsb2, ATTN_W, dsb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
-                    p_rows = op.pb2, ds_rows = op.dsb2;
-                    go_t = op.gobt2 + i_from / 2 * hs, q_t = op.qbt2 + i_from / 2 * hs;
-                    x_r = 1, x_k = hs, K = (nq - i_from + 1) / 2;
-                } else {
-                    p_rows = pb + i_from * ATTN_BLK + c, ds_rows = dsb + i_from * ATTN_BLK + c;
-                    go_t = op.gob + i_from * hs, q_t = op.qb + i_from * hs;
-                    x_r = 1, x_k = hs, K = nq - i_from;
                 }
-                // the rows of P and dS are BLK apart in fp32 and W apart packed
+                // P and dS from row i_from (rows BLK apart in fp32, W apart packed), dout^T and
+                // Q^T from column i_from (columns hs apart); K queries (bf16: query pairs)
+                const void *p_rows = attn_words(bf16, pb + i_from * ATTN_BLK + c, op.pb2, 0);
+                const void *ds_rows = attn_words(bf16, dsb + i_from * ATTN_BLK + c, op.dsb2, 0);
+                const ptrdiff_t ld_pds = bf16 ? ATTN_W : ATTN_BLK, from = bf16 ? i_from / 2 * hs : i_from * hs;
+                const int K = bf16 ? (nq - i_from + 1) / 2 : nq - i_from;
                 for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                     const int rows = attn_min(ATTN_R, hs - d0);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c, (const char *)go_t + d0 * 4, x_r, x_k,
-                                   p_rows, K, bf16 ? ATTN_W : ATTN_BLK, arith);
-                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c, (const char *)q_t + d0 * 4, x_r, x_k,
-                                   ds_rows, K, bf16 ? ATTN_W : ATTN_BLK, arith);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c,
+                                   attn_words(bf16, op.gob, op.gobt2, from + d0), 1, hs, p_rows, K, ld_pds, arith);
+                    ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c,
+                                   attn_words(bf16, op.qb, op.qbt2, from + d0), 1, hs, ds_rows, K, ld_pds, arith);
                 }
             }
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
                 const int rows = attn_min(ATTN_R, nq - i0);
                 const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
                 if (bf16) { attn_pack_col_pairs(op.dsr2, ATTN_BLK / 2, dsb + i0 * ATTN_BLK, ATTN_BLK, rows, keys); }
-                const void *ds = bf16 ? (const void *)op.dsr2 : (const void *)(dsb + i0 * ATTN_BLK);
+                const void *ds = attn_words(bf16, dsb + i0 * ATTN_BLK, op.dsr2, 0);
                 for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
-                    const void *kp = bf16 ? (const void *)(op.kp2 + c0) : (const void *)(op.kp + c0);
+                    const void *kp = attn_words(bf16, op.kp, op.kp2, c0);
                     ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, ds, bf16 ? ATTN_BLK / 2 : ATTN_BLK, kp,
                                    hs_pad, bf16 ? (keys + 1) / 2 : keys, c0, hs, scale, arith);
                 }
