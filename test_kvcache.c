@@ -71,6 +71,43 @@ static float bf16_dot_model(const uint16_t *w, const uint16_t *x, int Cp) {
     return gemv_bf16_hsum(lane);
 }
 
+// bf16: the cached attention of each position against attention_forward's row for it, on
+// random q, k, v of T positions (several key blocks, scores spread enough that the running
+// maximum grows from block to block): the same rounded operands, the same online softmax over
+// the same key blocks, the same order of every sum, so the same bits.
+static int check_bf16_attention(const GPT2Config *cfg, uint64_t seed) {
+    const int C = cfg->channels, NH = cfg->num_heads, hs = C / NH;
+    const int T = cfg->max_seq_len < 3 * ATTN_BK - 7 ? cfg->max_seq_len : 3 * ATTN_BK - 7;
+    float *qkv = malloc_or_die((size_t)T * 3 * C * sizeof(float), "qkv");
+    float *out = malloc_or_die((size_t)T * C * sizeof(float), "out"), *lse = malloc_or_die((size_t)NH * T * sizeof(float), "lse");
+    float *kcache = malloc_or_die((size_t)T * C * sizeof(float), "keys"), *vcache = malloc_or_die((size_t)T * C * sizeof(float), "values");
+    float *cached = malloc_or_die((size_t)C * sizeof(float), "out"), *scores = malloc_or_die((size_t)NH * T * sizeof(float), "scores");
+    uint64_t rng = random_seed_state(seed ^ 0xA77);
+    for (size_t i = 0; i < (size_t)T * 3 * C; i++) { qkv[i] = 6.0f * random_f32(&rng) - 3.0f; }
+    attention_forward(out, lse, qkv, 1, T, C, NH);
+    for (int t = 0; t < T; t++) {  // (NH, T, hs): head h's key of position t at (h*T + t)*hs
+        for (int h = 0; h < NH; h++) {
+            memcpy(kcache + ((size_t)h * T + t) * hs, qkv + (size_t)t * 3 * C + C + h * hs, (size_t)hs * sizeof(float));
+            memcpy(vcache + ((size_t)h * T + t) * hs, qkv + (size_t)t * 3 * C + 2 * C + h * hs, (size_t)hs * sizeof(float));
+        }
+    }
+    int differ = 0, first = -1;
+    for (int t = 0; t < T; t++) {
+        attention_forward_cached(cached, qkv + (size_t)t * 3 * C, kcache, vcache, t + 1, T, C, NH, scores);
+        if (memcmp(cached, out + (size_t)t * C, (size_t)C * sizeof(float)) != 0) { differ++; first = first < 0 ? t : first; }
+    }
+    printf("%s: bf16 cached attention against attention_forward's rows, %d positions: %d differ (the first: %d)\n",
+           differ == 0 ? "OK" : "FAIL", T, differ, first);
+    free(qkv);
+    free(out);
+    free(lse);
+    free(kcache);
+    free(vcache);
+    free(cached);
+    free(scores);
+    return differ == 0;
+}
+
 static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {
     const GPT2Config *cfg = &model->config;
     const int C = cfg->channels, Vp = cfg->padded_vocab_size, L = cfg->num_layers;
@@ -228,6 +265,7 @@ int main(int argc, char **argv) {
            ok ? "OK" : "FAIL", n, window, steps, slides, max_err, rel, max_ref, tol, worst);
     if (precision == PRECISION_BF16) {
         ok = check_bf16_matmuls(&model, &cache, seed) && ok;
+        ok = check_bf16_attention(&config, seed) && ok;
         // the other bf16 path over the same sequence: the same bits at every position
         const char *first = matmul_precision_path();
         if (!gemm_bf16_native_available()) {

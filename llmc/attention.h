@@ -43,8 +43,10 @@ which also time every step against it and against a (T,T)-materializing one):
 bf16 (--precision bf16, matmul_set_precision): the six products take their operands rounded to
 bf16 (nearest even) and sum in fp32: Q, K, V, dout, and P and dS as they are computed; the
 softmax, D and dS itself stay fp32. They are packed as pair words for vdpbf16ps (see "bf16"
-below). The forward rounds p = exp(score - lse), which the reference (scripts/gpt2_reference.py)
-can compute too, so it makes two passes: the log-sum-exp first, then the values.
+below). The forward rounds p = exp(score - m) as it feeds the product with V, m the running
+maximum of the online softmax after the key's block of ATTN_BK (FlashAttention-2's order; the
+reference, scripts/gpt2_reference.py, computes the same m); the backward rounds P = exp(score -
+lse), which it recomputes.
 
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
 beyond them). Stack per thread: about 200 KB forward and 300 KB backward with
@@ -373,7 +375,7 @@ VEC_INLINE void attn_fwd_values(const int R, float *ot, const vfloat alpha[2], c
 // The state of one query tile: queries q0 .. q0+nq-1 in the lanes of two vectors.
 struct attn_fwd_tile {
     int q0, nq;
-    vfloat m[2];  // running maximum of the scaled scores (bf16: the log-sum-exp, after the first pass)
+    vfloat m[2];  // running maximum of the scaled scores
     vfloat l[2];  // running sum of exp(score - m)
     union {       // Q^T: qt[d*W + i] = q[q0+i][d]; bf16: qt2[p*W + i] = pair (q[q0+i][2p], q[q0+i][2p+1])
         float qt[ATTN_MAX_HS * ATTN_W];
@@ -385,10 +387,10 @@ struct attn_fwd_tile {
 // Queries g0 .. g0 + group_tiles*W - 1 (those < T) of head h of batch element b against keys
 // 0 .. their own. The group's query tiles (at most ATTN_G) share each packed block of keys and values.
 //
-// fp32: one pass, the softmax online (rescaling O^T whenever the maximum grows). bf16 rounds
-// the probabilities, and rounding does not commute with the rescaling, so it takes two passes:
-// the first finds each row's log-sum-exp, the second rounds p = exp(score - lse) itself, as the
-// reference does (the scores are computed twice).
+// One pass, the softmax online: O^T is rescaled whenever the maximum grows. bf16 rounds the
+// probabilities as they feed the product with V, before they are normalized: p = exp(score -
+// m), m the running maximum after the key block (as FlashAttention-2 does); the reference
+// computes the same running maxima from the blocks of ATTN_BK keys.
 static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int group_tiles,
                            int T, int C, int NH, float scale, attn_arith arith) {
     const int hs = C / NH, hsp = (hs + 1) / 2;  // channels, and their pairs
@@ -431,72 +433,54 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         }
     }
     const int kend = attn_min(g0 + n_tiles * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
-    // pass 0 (bf16 only): the statistics; pass 1: the values (and in fp32 the statistics with them)
-    for (int pass = bf16 ? 0 : 1; pass < 2; pass++) {
-        const int stats = !bf16 || pass == 0, values = pass == 1;
-        for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
-            const int nk_block = attn_min(ATTN_BK, kend - k0);
-            if (bf16) {
-                attn_pack_col_pairs(kbu.kb2, hsp, k + k0 * C3, C3, nk_block, hs);
-                if (values) { attn_pack_row_pairs(vbu.vb2, hs, v + k0 * C3, C3, nk_block, hs); }
-            } else {
-                for (int j = 0; j < nk_block; j++) {
-                    for (int d = 0; d < hs; d++) {
-                        kbu.kb[j * hs + d] = k[(k0 + j) * C3 + d];
-                        vbu.vb[j * hs + d] = v[(k0 + j) * C3 + d];
-                    }
-                }
-            }
-            for (int t = 0; t < n_tiles; t++) {
-                struct attn_fwd_tile *tile = &tiles[t];
-                // ATTN_BK is a multiple of W, and so is q0: a block that starts before the tile's
-                // last query starts at or before its first, so every query sees a key of the block
-                // and its block maximum is finite
-                if (k0 >= tile->q0 + tile->nq) { continue; }
-                const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
-                const void *qt = attn_words(bf16, tile->qt, tile->qt2, 0);
-                vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
-                mx[0] = mx[1] = (vfloat){0} - INFINITY;
-                for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
-                    const void *kj = attn_words(bf16, kbu.kb, kbu.kb2, j0 * (bf16 ? hsp : hs));
-                    ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
-                                   bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
-                }
-                vfloat alpha[2] = {vec_set1(1.0f), vec_set1(1.0f)}, sum[2] = {{0}};
-                if (stats) {
-                    for (int u = 0; u < 2; u++) {
-                        const vfloat m_new = vec_max(tile->m[u], mx[u] * scale);
-                        alpha[u] = vec_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
-                        tile->m[u] = m_new;
-                    }
-                }
-                for (int j = 0; j < nk; j++) {
-                    for (int u = 0; u < 2; u++) {
-                        vfloat *s = (vfloat *)(st + j * ATTN_W + u * ATTN_VW);
-                        *s = vec_exp(*s * scale - tile->m[u]);
-                        if (stats) { sum[u] += *s; }
-                    }
-                }
-                if (stats) {
-                    for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
-                }
-                if (!values) { continue; }
-                if (bf16) { attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W); }
-                const void *pt = attn_words(bf16, st, pt2, 0);
-                for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
-                    const void *vd = attn_words(bf16, vbu.vb, vbu.vb2, d0);
-                    ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
-                                   vd, 1, hs, pt, bf16 ? (nk + 1) / 2 : nk, arith);
+    for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
+        const int nk_block = attn_min(ATTN_BK, kend - k0);
+        if (bf16) {
+            attn_pack_col_pairs(kbu.kb2, hsp, k + k0 * C3, C3, nk_block, hs);
+            attn_pack_row_pairs(vbu.vb2, hs, v + k0 * C3, C3, nk_block, hs);
+        } else {
+            for (int j = 0; j < nk_block; j++) {
+                for (int d = 0; d < hs; d++) {
+                    kbu.kb[j * hs + d] = k[(k0 + j) * C3 + d];
+                    vbu.vb[j * hs + d] = v[(k0 + j) * C3 + d];
                 }
             }
         }
-        if (stats && !values) {  // bf16, after the first pass: m = lse, l = 1 (exactly, so the end divides by 1)
-            for (int t = 0; t < n_tiles; t++) {
-                for (int i = 0; i < ATTN_W; i++) {
-                    vfloat *m = &tiles[t].m[i / ATTN_VW], *l = &tiles[t].l[i / ATTN_VW];
-                    (*m)[i % ATTN_VW] = i < tiles[t].nq ? (*m)[i % ATTN_VW] + logf((*l)[i % ATTN_VW]) : 0.0f;
-                    (*l)[i % ATTN_VW] = 1.0f;
+        for (int t = 0; t < n_tiles; t++) {
+            struct attn_fwd_tile *tile = &tiles[t];
+            // ATTN_BK is a multiple of W, and so is q0: a block that starts before the tile's
+            // last query starts at or before its first, so every query sees a key of the block
+            // and its block maximum is finite
+            if (k0 >= tile->q0 + tile->nq) { continue; }
+            const int nk = attn_min(nk_block, tile->q0 + tile->nq - k0);
+            const void *qt = attn_words(bf16, tile->qt, tile->qt2, 0);
+            vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
+            mx[0] = mx[1] = (vfloat){0} - INFINITY;
+            for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
+                const void *kj = attn_words(bf16, kbu.kb, kbu.kb2, j0 * (bf16 ? hsp : hs));
+                ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
+                               bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
+            }
+            vfloat alpha[2], sum[2] = {{0}};
+            for (int u = 0; u < 2; u++) {
+                const vfloat m_new = vec_max(tile->m[u], mx[u] * scale);
+                alpha[u] = vec_exp(tile->m[u] - m_new);  // rescales the sums so far; exp(-inf) = 0 at first
+                tile->m[u] = m_new;
+            }
+            for (int j = 0; j < nk; j++) {
+                for (int u = 0; u < 2; u++) {
+                    vfloat *s = (vfloat *)(st + j * ATTN_W + u * ATTN_VW);
+                    *s = vec_exp(*s * scale - tile->m[u]);
+                    sum[u] += *s;
                 }
+            }
+            for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
+            if (bf16) { attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W); }  // P^T rounded here
+            const void *pt = attn_words(bf16, st, pt2, 0);
+            for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
+                const void *vd = attn_words(bf16, vbu.vb, vbu.vb2, d0);
+                ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
+                               vd, 1, hs, pt, bf16 ? (nk + 1) / 2 : nk, arith);
             }
         }
     }
@@ -810,8 +794,9 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
 // one query against a key/value cache (incremental decoding)
 
 // bf16 (attention_head_cached's arguments): the arithmetic of attention_forward's bf16 path for
-// one query, its fp32 sums in the same order (each pair of channels or keys, the higher first),
-// so the scores are the same bits; p = exp(score - lse) rounded, with lse summed in one pass.
+// one query, its fp32 sums in the same order (each pair of channels or keys, the higher first;
+// the online softmax over the same blocks of ATTN_BK keys, with the same rescaling), so the
+// scores are the same bits, and the output is too unless a sum's order differs elsewhere.
 #if defined(__clang__)
 #define ATTN_NO_AUTOVECTORIZE
 #else
@@ -830,40 +815,47 @@ ATTN_NO_AUTOVECTORIZE static void attention_head_cached_bf16(float *out, const f
     float qr[ATTN_MAX_HS + 1];
     for (int d = 0; d < hs; d++) { qr[d] = gemm_bf16_round(q[h * hs + d]); }
     qr[hs] = 0.0f;  // an odd last channel pairs with 0
-    float mx = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        const float *kj = k + (size_t)j * hs;
-        float dot = 0.0f;
-        for (int d = 0; d < hs; d += 2) {
-            dot += qr[d + 1] * (d + 1 < hs ? gemm_bf16_round(kj[d + 1]) : 0.0f);
-            dot += qr[d] * gemm_bf16_round(kj[d]);
-        }
-        s[j] = dot;
-        mx = dot > mx ? dot : mx;
-    }
-    const float m = mx * scale;
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) { sum += expf(s[j] * scale - m); }
-    const vfloat lse = vec_set1(m + logf(sum));
-    int j = 0;
-    for (; j < n; j += ATTN_VW) {
-        const int nj = attn_min(ATTN_VW, n - j);
-        const vfloat p = vec_exp(vec_load_partial(s + j, nj) * scale - lse);
-        vec_store_partial(s + j, (vfloat)attn_bf16_bits(p), nj);
-    }
     float *o = out + h * hs;
     for (int d = 0; d < hs; d++) { o[d] = 0.0f; }
-    for (int j0 = 0; j0 < n; j0 += 2) {
-        for (int j = attn_min(j0 + 1, n - 1); j >= j0; j--) {  // the pair's higher key first
-            const float p = s[j];
-            const float *vj = v + (size_t)j * hs;
-            int d = 0;
-            for (; d + ATTN_VW <= hs; d += ATTN_VW) {
-                vec_store(o + d, vec_load(o + d) + p * (vfloat)attn_bf16_bits(vec_load(vj + d)));
+    vfloat m = vec_set1(-INFINITY);  // the running maximum and sum, in every lane
+    float l = 0.0f;
+    for (int k0 = 0; k0 < n; k0 += ATTN_BK) {
+        const int nk = attn_min(ATTN_BK, n - k0);
+        float mx = -INFINITY;
+        for (int j = k0; j < k0 + nk; j++) {
+            const float *kj = k + (size_t)j * hs;
+            float dot = 0.0f;
+            for (int d = 0; d < hs; d += 2) {
+                dot += qr[d + 1] * (d + 1 < hs ? gemm_bf16_round(kj[d + 1]) : 0.0f);
+                dot += qr[d] * gemm_bf16_round(kj[d]);
             }
-            for (; d < hs; d++) { o[d] += p * gemm_bf16_round(vj[d]); }
+            s[j] = dot;
+            mx = dot > mx ? dot : mx;
+        }
+        const vfloat m_new = vec_max(m, vec_set1(mx) * scale);
+        const float alpha = vec_exp(m - m_new)[0];
+        m = m_new;
+        for (int j = k0; j < k0 + nk; j += ATTN_VW) {
+            const int nj = attn_min(ATTN_VW, k0 + nk - j);
+            vec_store_partial(s + j, vec_exp(vec_load_partial(s + j, nj) * scale - m), nj);
+        }
+        float sum = 0.0f;
+        for (int j = k0; j < k0 + nk; j++) { sum += s[j]; }
+        l = l * alpha + sum;
+        for (int d = 0; d < hs; d++) { o[d] *= alpha; }
+        for (int j0 = k0; j0 < k0 + nk; j0 += 2) {
+            for (int j = attn_min(j0 + 1, k0 + nk - 1); j >= j0; j--) {  // the pair's higher key first
+                const float p = gemm_bf16_round(s[j]);
+                const float *vj = v + (size_t)j * hs;
+                int d = 0;
+                for (; d + ATTN_VW <= hs; d += ATTN_VW) {
+                    vec_store(o + d, vec_load(o + d) + p * (vfloat)attn_bf16_bits(vec_load(vj + d)));
+                }
+                for (; d < hs; d++) { o[d] += p * gemm_bf16_round(vj[d]); }
+            }
         }
     }
+    for (int d = 0; d < hs; d++) { o[d] /= l; }
 }
 
 // Head h of attention_forward_cached, on the calling thread (gpt2_cache_step splits the heads itself).

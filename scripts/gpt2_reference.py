@@ -77,6 +77,9 @@ class Bf16Matmul(torch.autograd.Function):
         return dyr @ wr, dw
 
 
+ATTN_BK = 64  # keys per block of attention_forward's online softmax (llmc/attention.h)
+
+
 class Bf16Attention(torch.autograd.Function):
     """Causal attention of q, k, v (B, NH, T, hs) with the operands of its four products
     rounded to bf16 as train_gpt2 --precision bf16 computes it; returns y (B, NH, T, hs)
@@ -91,8 +94,15 @@ class Bf16Attention(torch.autograd.Function):
         scores = scores.masked_fill(~causal, float("-inf"))
         lse = torch.logsumexp(scores, dim=-1)
         p = torch.exp(scores - lse.unsqueeze(-1))
-        # the kernel rounds P as it feeds the product, without renormalizing the rounded rows
-        y = round_bf16(p) @ vr
+        # The kernel's softmax is online, over blocks of ATTN_BK keys: it rounds p~ = exp(score -
+        # m) as it feeds the product with V, m the query's running maximum after the key's block,
+        # and rescales the blocks' sums by exp(m - m_last) as the maximum grows, and their total
+        # by 1 / sum exp(score - m_last) at the end: y = sum over keys round(p~) exp(m - lse) v.
+        nb = -(-T // ATTN_BK)
+        padded = F.pad(scores, (0, nb * ATTN_BK - T), value=float("-inf"))
+        m = padded.view(*scores.shape[:-1], nb, ATTN_BK).amax(dim=-1).cummax(dim=-1).values
+        m = m.repeat_interleave(ATTN_BK, dim=-1)[..., :T]  # finite: key 0 is in the first block
+        y = (round_bf16(torch.exp(scores - m)) * torch.exp(m - lse.unsqueeze(-1))) @ vr
         ctx.save_for_backward(qr, kr, vr, p, y)
         ctx.scale = scale
         ctx.mark_non_differentiable(lse)

@@ -49,6 +49,7 @@ MUTANTS=(
     "llmc/gpt2_cache.h|s/memcpy(cache->k + dst, qkv + (size_t)t \* 3 \* C + C + h \* hs/memcpy(cache->k + dst, qkv + (size_t)t * 3 * C + 2 * C + h * hs/|test_kvcache $SMALL -n 100|keys cached from the value part of qkv"
     "llmc/gpt2_cache.h|s/    cache->len = n;/    cache->len = n - (n > 1);/|test_kvcache $SMALL -n 300 -w 64|the prompt's forward leaves the cache one position short (every token re-encoded)"
     "llmc/attention.h|s/acc += vec_select(vec_lanes_below(n - j), p, (vfloat){0});/acc += p;/|test_kvcache $SMALL -n 100|cached attention sums the softmax over the padding lanes too"
+    "llmc/attention.h|s/for (int d = 0; d < hs; d++) { o\[d\] \*= alpha; }/(void)alpha;/|test_kvcache $SMALL -n 4 --precision bf16|bf16 cached attention does not rescale its sums when the running maximum grows"
     "llmc/gemv.h|s/    if (c < C) {/    if (0) {/|test_kvcache -c 3,3,60,512,999 -n 100|GEMV drops the tail of rows that are not whole vectors"
     "llmc/gemv.h|s/dst\[r \* Cp + c\] = (uint16_t)(gemm_bf16_bits(src\[r \* C + c\]) >> 16);/dst[r * Cp + c] = (uint16_t)(*(const uint32_t *)\&src[r * C + c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 copy of the weights truncated instead of rounded to nearest even"
     "llmc/gemv.h|s/x16\[c\] = (uint16_t)(gemm_bf16_bits(x\[c\]) >> 16);/x16[c] = (uint16_t)(*(const uint32_t *)\&x[c] >> 16);/|test_kvcache $SMALL -n 60 --precision bf16|the bf16 GEMV's input row truncated, not rounded"

@@ -136,13 +136,12 @@ MUTANTS=(
     "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#if (r_panel == GEMM_MR) { f[(size_t)2 * p * r_panel + r] = hi; f[(size_t)(2 * p + 1) * r_panel + r] = lo; } else { gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi); }#|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
     "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, r_panel == GEMM_MR ? hi : lo, r_panel == GEMM_MR ? lo : hi);#;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
     # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
-    # probabilities rounded against the online softmax's running maximum (one pass) instead of
-    # the log-sum-exp; the pair order swapped in attn_pack_col_pairs (which pairs neighbours
-    # along a row: Q and K alike, so the forward's scores only add in another order, but the
-    # backward's dQ meets dS's pairs of keys with K's from the other packer); K^T paired along
-    # the wrong dimension
+    # pair order swapped in attn_pack_row_pairs (pairs of rows), and in attn_pack_col_pairs
+    # (pairs along a row): each packer feeds both operands of some products, which then only
+    # add in another order, but dQ = dS K meets dS's pairs of keys from the one with K's from
+    # the other; K^T paired along the wrong dimension
     "llmc/attention.h|s/const vuint rounded = (u + 0x7fffu + ((u >> 16) \& 1u)) \& 0xffff0000u;/const vuint rounded = u \& 0xffff0000u;/|h.0.atty|bf16 attention rounding by truncation|bf16"
-    "llmc/attention.h|s/for (int pass = bf16 ? 0 : 1; pass < 2; pass++)/for (int pass = 1; pass < 2; pass++)/;s/const int stats = !bf16 [^,]*, values = pass == 1;/const int stats = 1, values = 1;/|h.0.atty|bf16 attention probabilities rounded in one online pass, before their normalization|bf16"
+    "llmc/attention.h|s/attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0})/(has_hi ? attn_bf16_pairs(vec_load(hi + c), vec_load(lo + c)) : attn_bf16_pairs(vec_load(lo + c), (vfloat){0}))/;s/dst\[p \* ldd + c\] = gemm_bf16_pair(lo\[c\], has_hi ? hi\[c\] : 0.0f);/dst[p * ldd + c] = has_hi ? gemm_bf16_pair(hi[c], lo[c]) : gemm_bf16_pair(lo[c], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_row_pairs (first seen in dQ)|bf16"
     "llmc/attention.h|s/dst\[r \* ldd + p\] = gemm_bf16_pair(s\[2 \* p\], 2 \* p + 1 < nc ? s\[2 \* p + 1\] : 0.0f);/dst[r * ldd + p] = 2 * p + 1 < nc ? gemm_bf16_pair(s[2 * p + 1], s[2 * p]) : gemm_bf16_pair(s[2 * p], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_col_pairs (first seen in dQ)|bf16"
     "llmc/attention.h|s/attn_pack_col_pairs(op.pairs.u, hsp, k + k0 \* C3, C3, nk, hs);/attn_pack_row_pairs(op.pairs.u, hsp, k + k0 * C3, C3, nk, hs);/|h.1.dqkv|bf16 attention backward: K^T's pairs taken along the keys instead of the channels|bf16"
 )
