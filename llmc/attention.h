@@ -189,10 +189,15 @@ static void attn_pack_col_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, 
 // The emulated version (fp32 FMAs on the pairs' halves: exact products, one rounding per add,
 // as the instruction) takes R at run time: it is not worth the code size of a version per R at
 // every call site, for a path that runs only on CPUs without AVX512_BF16 and in tests.
-// noinline: GCC 12 -O3 inlined it anyway into all 84 (call site, R) instantiations, which
+// Not inlined: GCC 12 -O3 inlined it anyway into all 84 (call site, R) instantiations, which
 // tripled the compile time of the -DVEC_WIDTH=16 build (RTL PRE and load CSE after reload
 // over functions that had grown by 80%); noclone keeps IPA-CP from making a copy per R.
-__attribute__((noinline, noclone)) static void attn_tile_bf16_emulated(int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
+#if defined(__clang__)  // has no noclone (and warns on it)
+#define ATTN_NOINLINE __attribute__((noinline))
+#else
+#define ATTN_NOINLINE __attribute__((noinline, noclone))
+#endif
+ATTN_NOINLINE static void attn_tile_bf16_emulated(int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
                                     ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
     for (int p = 0; p < KP; p++) {
         const vuint b0 = *(const vuint *)(b + p * ldb), b1 = *(const vuint *)(b + p * ldb + ATTN_VW);
