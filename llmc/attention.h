@@ -915,8 +915,9 @@ static void attention_head_cached(float *out, const float *q, const float *kcach
 // 0 .. n-1 (itself included, the last), all of which it may see, so there is no mask.
 // kcache and vcache are (NH, ld, hs): head h's key of position j at kcache + (h*ld + j)*hs,
 // contiguous per head. out is (C); scores is scratch of NH*ld floats (one row per head, never
-// a (T, T) matrix). The same softmax as attention_forward's, in one pass instead of online:
-// p = exp(q.k * scale - max), out = sum p v / sum p. Heads run in parallel; each head's sums
+// a (T, T) matrix). The same softmax as attention_forward's, in fp32 in one pass instead of
+// online: p = exp(q.k * scale - max), out = sum p v / sum p (bf16: online over the same key
+// blocks as attention_forward's, its bits). Heads run in parallel; each head's sums
 // run in a fixed order, so the result does not depend on the thread count.
 static void attention_forward_cached(float *out, const float *q, const float *kcache, const float *vcache,
                                      int n, int ld, int C, int NH, float *scores) {
