@@ -32,7 +32,7 @@ sgemm calls from each OpenMP thread.
 #include "common.h"
 #include <cblas.h>
 #include "llmc/attention.h"
-#include "attention_shapes.h"
+#include "attention_harness.h"
 
 // ----------------------------------------------------------------------------
 // version 1: the original simple kernel

@@ -15,12 +15,25 @@ Versions:
      qkv by every tile, and Q^T and the output are transposed VW x VW blocks at
      a time in registers
 
+bf16 versions (--precision bf16: the kernel's arithmetic under matmul_set_precision(PRECISION_BF16)):
+  1  simple: Bf16Attention.forward of scripts/gpt2_reference.py (the spec) in float64 on Q, K,
+     V rounded to bf16, p = exp(score - m) rounded to bf16, m the running maximum after the
+     key's block of ATTN_BK, then scaled by exp(m - lse) (the reference)
+  2  llmc/attention.h, emulated: fp32 FMAs over the bf16 pairs (CPUs without AVX512_BF16,
+     LLMC_BF16_EMULATE=1)
+  3  llmc/attention.h, vdpbf16ps: skipped where the build or the CPU lacks AVX512_BF16 or
+     with LLMC_BF16_EMULATE=1; must give version 2's bits
+  out may differ from version 1 by rounding flips of P, each element within the slack that
+  version 1 computes for it (attention_harness.h); lse within 1e-5 as in fp32.
+
 FLOPs counted: the two matrix products (Q K^T and P V) over the causal half
 only, 2 * 2*B*NH*hs*T(T+1)/2; exp, max and sums are not counted. Version 2
 computes the full (T,T) products, twice that, but is credited the same count.
 
 ./attention_forward        checks every version against version 1 on every shape and times it
 ./attention_forward N      the same for version N only
+  --precision bf16         the bf16 versions
+  --check                  checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
 Every version also runs twice on the same input and must give the same bits.
 Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
 sgemm calls from each OpenMP thread.
@@ -34,7 +47,7 @@ rows changed neither time: the copies wait on the loads from qkv, not on memcpy.
 #include "common.h"
 #include <cblas.h>
 #include "llmc/attention.h"
-#include "attention_shapes.h"
+#include "attention_harness.h"
 
 // ----------------------------------------------------------------------------
 // version 1: the original simple kernel
@@ -72,6 +85,70 @@ static void attention_forward1(float *out, float *lse, const float *qkv, int B, 
             }
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// version 1 in bf16: Bf16Attention.forward of scripts/gpt2_reference.py (the spec) written out:
+// Q, K and V rounded to bf16 (nearest even), the scores and their log-sum-exp in float64; the
+// online softmax's order over blocks of ATTN_BK keys: m = the running maximum after the key's
+// block, p = exp(score - m) rounded to bf16 (through fp32, as the spec's round_bf16), and
+// out = sum of rounded p times exp(m - lse) times rounded v, in float64.
+// slack (B,T,C), unless NULL: how far rounding flips of p can move each output
+// (attention_harness.h).
+
+static void attention_forward1_bf16_slack(float *out, float *lse, float *slack, const float *qkv, int B, int T,
+                                          int C, int NH) {
+    const int hs = C / NH;
+    const double scale = 1.0 / sqrt((double)hs);
+    float *qkvr = aligned_alloc_or_die((size_t)B * T * 3 * C * sizeof(float), "rounded qkv");
+    for (size_t i = 0; i < (size_t)B * T * 3 * C; i++) { qkvr[i] = gemm_bf16_round(qkv[i]); }
+    #pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NH; h++) {
+                const float *q = qkvr + ((size_t)b * T + t) * 3 * C + h * hs;
+                double s[ATTN_MAX_T], o[ATTN_MAX_HS] = {0}, o_slack[ATTN_MAX_HS] = {0};
+                double m = -INFINITY, l = 0.0, mag = 0.0;  // mag: the largest scale * sum |q k| of the row
+                for (int j = 0; j <= t; j++) {
+                    const float *k = qkvr + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    double dot = 0.0, abs_dot = 0.0;
+                    for (int i = 0; i < hs; i++) { dot += (double)q[i] * k[i]; abs_dot += fabs((double)q[i] * k[i]); }
+                    s[j] = dot * scale;
+                    m = fmax(m, s[j]);
+                    mag = fmax(mag, abs_dot * scale);
+                }
+                for (int j = 0; j <= t; j++) { l += exp(s[j] - m); }
+                const double row_lse = m + log(l);
+                // the kernel's p: the errors of its score and of its running maximum (a score), exp's
+                const double p_err = ATTN_FP32_ERR * (1.0 + 2.0 * mag);
+                double run_max = -INFINITY;
+                for (int k0 = 0; k0 <= t; k0 += ATTN_BK) {
+                    const int k1 = k0 + ATTN_BK < t + 1 ? k0 + ATTN_BK : t + 1;  // the block's keys this query sees
+                    for (int j = k0; j < k1; j++) { run_max = fmax(run_max, s[j]); }
+                    const double w = exp(run_max - row_lse);  // what the rescalings and the final 1/l make of p
+                    for (int j = k0; j < k1; j++) {
+                        const double p = exp(s[j] - run_max), pr = gemm_bf16_round((float)p);
+                        const double flip = attn_bf16_flip(p, p * p_err);
+                        const float *v = qkvr + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+                        for (int i = 0; i < hs; i++) {
+                            o[i] += pr * w * v[i];
+                            o_slack[i] += flip * w * fabs(v[i]);
+                        }
+                    }
+                }
+                for (int i = 0; i < hs; i++) {
+                    out[((size_t)b * T + t) * C + h * hs + i] = (float)o[i];
+                    if (slack != NULL) { slack[((size_t)b * T + t) * C + h * hs + i] = (float)o_slack[i]; }
+                }
+                lse[((size_t)b * NH + h) * T + t] = (float)row_lse;
+            }
+        }
+    }
+    free(qkvr);
+}
+
+static void attention_forward1_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+    attention_forward1_bf16_slack(out, lse, NULL, qkv, B, T, C, NH);
 }
 
 // ----------------------------------------------------------------------------
@@ -201,15 +278,24 @@ static void attention_forward3(float *out, float *lse, const float *qkv, int B, 
 
 typedef void (*forward_fn)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
 
-static const struct { forward_fn fn; const char *name; } versions[] = {
-    {NULL, NULL},
-    {attention_forward1, "simple (reference)"},
-    {attention_forward2, "materialized (T,T), sgemm"},
-    {attention_forward3, "tiles of W queries"},
-    {attention_forward, "llmc/attention.h"},
-};
-static const int n_versions = sizeof(versions) / sizeof(versions[0]) - 1;
+// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up
+typedef struct { forward_fn fn; const char *name; int emulated; } version;
 
+static const version versions_fp32[] = {
+    {NULL, NULL, 0},
+    {attention_forward1, "simple (reference)", 0},
+    {attention_forward2, "materialized (T,T), sgemm", 0},
+    {attention_forward3, "tiles of W queries", 0},
+    {attention_forward, "llmc/attention.h", 0},
+};
+// bf16: the reference, then the kernel on each of its paths, which must give the same bits
+static const version versions_bf16[] = {
+    {NULL, NULL, 0},
+    {attention_forward1_bf16, "simple bf16 (reference)", 0},
+    {attention_forward, "llmc/attention.h, emulated", 1},
+    {attention_forward, "llmc/attention.h, vdpbf16ps", 0},
+};
+#define N_VERSIONS(table) ((int)(sizeof(table) / sizeof(table[0])) - 1)
 
 struct run {
     forward_fn fn;
@@ -224,51 +310,87 @@ static void call_version(void *ctx) {
 }
 
 int main(int argc, char **argv) {
-    int only = argc > 1 ? atoi(argv[1]) : 0;
-    if (argc > 2 || only < 0 || only > n_versions) { die("usage: %s [version 1..%d]", argv[0], n_versions); }
+    const attn_options opt = attn_parse_args(argc, argv, N_VERSIONS(versions_fp32), N_VERSIONS(versions_bf16));
+    const int bf16 = opt.precision == PRECISION_BF16;
+    const version *versions = bf16 ? versions_bf16 : versions_fp32;
+    const int n_versions = bf16 ? N_VERSIONS(versions_bf16) : N_VERSIONS(versions_fp32);
     openblas_set_num_threads(1);  // version 2 calls sgemm from each OpenMP thread
-    printf("attention forward, %d threads, vector width %d floats\n", omp_get_max_threads(), ATTN_VW);
+    gemm_set_precision(opt.precision);  // the kernel's arithmetic (version 1 has its own)
+    printf("attention forward, %s, %d threads, vector width %d floats\n", bf16 ? "bf16" : "fp32",
+           omp_get_max_threads(), ATTN_VW);
     int failures = 0;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         const int B = shapes[s].B, T = shapes[s].T, C = shapes[s].C, NH = shapes[s].NH;
+        if (opt.check_only && T > ATTN_CHECK_MAX_T) { continue; }
         const int hs = C / NH;
+        const size_t n_out = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
         const double flops = 2.0 * 2.0 * B * NH * hs * (double)T * (T + 1) / 2.0;
         printf("B=%d T=%d C=%d NH=%d (hs=%d) %s: %.3f GFLOP\n", B, T, C, NH, hs, shapes[s].what, flops * 1e-9);
         float *qkv = make_random((size_t)B * T * 3 * C, 1 + s);
         for (size_t i = 0; i < (size_t)B * T * 3 * C; i++) { qkv[i] *= shapes[s].amp; }
-        float *ref_out = make_random((size_t)B * T * C, 100);
-        float *ref_lse = make_random((size_t)B * NH * T, 101);
-        float *out = make_random((size_t)B * T * C, 102);
-        float *lse = make_random((size_t)B * NH * T, 103);
-        materialized_att = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) scores");
-        attention_forward1(ref_out, ref_lse, qkv, B, T, C, NH);
+        float *ref_out = make_random(n_out, 100);
+        float *ref_lse = make_random(n_lse, 101);
+        float *out = make_random(n_out, 102);
+        float *lse = make_random(n_lse, 103);
+        float *out2 = make_random(n_out, 106);
+        float *lse2 = make_random(n_lse, 107);
+        if (!bf16) {
+            materialized_att = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) scores");
+        }
+        float *ref_slack = NULL;  // bf16: what rounding flips of P may move each output by
+        if (bf16) {
+            ref_slack = make_random(n_out, 0);
+            attention_forward1_bf16_slack(ref_out, ref_lse, ref_slack, qkv, B, T, C, NH);
+        } else {
+            attention_forward1(ref_out, ref_lse, qkv, B, T, C, NH);
+        }
         for (int v = 1; v <= n_versions; v++) {
-            if (only && v != only) { continue; }
+            if (opt.version && v != opt.version) { continue; }
+            const char *why;
+            if (bf16 && v >= 2 && !attn_bf16_select_path(versions[v].emulated, &why)) {
+                printf("  %d %-28s skipped: %s\n", v, versions[v].name, why);
+                continue;
+            }
             struct run r = {versions[v].fn, out, lse, qkv, B, T, C, NH};
-            fill_random(out, (size_t)B * T * C, 104);  // garbage in: every output must be written
-            fill_random(lse, (size_t)B * NH * T, 105);
+            fill_random(out, n_out, 104);  // garbage in: every output must be written
+            fill_random(lse, n_lse, 105);
             call_version(&r);
-            int ok = check_close("out", out, ref_out, (size_t)B * T * C, 1e-5) &
-                     check_close("lse", lse, ref_lse, (size_t)B * NH * T, 1e-5);
-            double err_out = max_rel_err(out, ref_out, (size_t)B * T * C);
-            double err_lse = max_rel_err(lse, ref_lse, (size_t)B * NH * T);
+            // bf16: out may hold rounding flips of P, within ref_slack; lse comes from fp32 scores only
+            const attn_error e_out = attn_error_of(out, ref_out, ref_slack, B * T, C, C, 1e-5);
+            const attn_error e_lse = attn_error_of(lse, ref_lse, NULL, B * NH, T, T, 1e-5);
+            int ok = e_out.fail == 0 && e_lse.fail == 0;
+            if (!ok) {
+                printf("  MISMATCH: out err %.3e, %zu of %zu elements beyond 1e-5 + their slack; lse err %.3e\n",
+                       e_out.err, e_out.fail, e_out.n, e_lse.err);
+            }
             // determinism: a second call gives the same bits
-            float *out2 = make_random((size_t)B * T * C, 106);
-            float *lse2 = make_random((size_t)B * NH * T, 107);
+            fill_random(out2, n_out, 106);
+            fill_random(lse2, n_lse, 107);
             struct run r2 = {versions[v].fn, out2, lse2, qkv, B, T, C, NH};
             call_version(&r2);
-            int same = memcmp(out, out2, (size_t)B * T * C * sizeof(float)) == 0 &&
-                       memcmp(lse, lse2, (size_t)B * NH * T * sizeof(float)) == 0;
-            free(out2);
-            free(lse2);
-            double ms = time_budget_ms(call_version, &r, 500.0);
-            printf("  %d %-28s %10.3f ms %8.2f GFLOP/s   err out %.1e lse %.1e %s%s\n", v, versions[v].name, ms,
-                   flops / (ms * 1e-3) * 1e-9, err_out, err_lse, ok ? "OK" : "FAIL",
-                   same ? "" : " NONDETERMINISTIC");
+            int same = memcmp(out, out2, n_out * sizeof(float)) == 0 && memcmp(lse, lse2, n_lse * sizeof(float)) == 0;
+            if (bf16 && v >= 2 && !versions[v].emulated) {  // vdpbf16ps: the same bits as the emulated path
+                attn_bf16_select_path(1, &why);
+                call_version(&r2);
+                attn_bf16_select_path(0, &why);
+                if (memcmp(out, out2, n_out * sizeof(float)) != 0 || memcmp(lse, lse2, n_lse * sizeof(float)) != 0) {
+                    printf("  MISMATCH: vdpbf16ps and the emulated path differ\n");
+                    ok = 0;
+                }
+            }
+            char timing[64] = "  (not timed)";
+            if (!opt.check_only) {
+                const double ms = time_budget_ms(call_version, &r, 500.0);
+                snprintf(timing, sizeof(timing), "%10.3f ms %8.2f GFLOP/s", ms, flops / (ms * 1e-3) * 1e-9);
+            }
+            printf("  %d %-28s %s   err out %.1e lse %.1e %s%s", v, versions[v].name, timing, e_out.err, e_lse.err,
+                   ok ? "OK" : "FAIL", same ? "" : " NONDETERMINISTIC");
+            if (bf16 && ok && e_out.over > 0) { printf(" (%zu rounding flips)", e_out.over); }
+            printf("\n");
             failures += !ok || !same;
         }
-        free(materialized_att);
-        free(qkv); free(ref_out); free(ref_lse); free(out); free(lse);
+        if (!bf16) { free(materialized_att); }
+        free(qkv); free(ref_out); free(ref_lse); free(out); free(lse); free(out2); free(lse2); free(ref_slack);
     }
     if (failures) { printf("%d FAILURES\n", failures); return 1; }
     printf("all OK\n");

@@ -1,0 +1,124 @@
+/*
+What both attention harnesses (attention_forward.c, attention_backward.c) share: the shapes
+they check and time, their command line, and in bf16 the kernel's two paths and the check
+that allows rounding flips.
+*/
+#pragma once
+
+#include "common.h"
+#include "llmc/attention.h"
+
+// amp scales the random qkv: larger amp, sharper softmax rows.
+static const struct { int B, T, C, NH; float amp; const char *what; } shapes[] = {
+    {4, 64, 768, 12, 1.0f, "GPT-2 124M, T=64"},
+    {4, 1024, 768, 12, 1.0f, "GPT-2 124M, T=1024"},
+    {4, 256, 384, 6, 1.0f, "d6"},
+    {3, 29, 57, 3, 1.0f, "odd, hs=19"},
+    {2, 1, 64, 2, 1.0f, "T=1"},
+    {1, 100, 40, 4, 4.0f, "hs=10, sharp softmax"},
+    {2, 130, 200, 8, 3.0f, "hs=25, T past two blocks"},
+    {1, 300, 96, 1, 1.0f, "B*NH=1, hs=96"},
+    {1, 70, 256, 2, 1.0f, "hs=128, largest supported"},
+};
+
+// --check skips shapes longer than this: their version 1 takes seconds.
+#define ATTN_CHECK_MAX_T 512
+
+// The command line: [--precision fp32|bf16] [--check] [VERSION].
+typedef struct {
+    Precision precision;
+    int check_only;  // --check: correctness only, no timing, shapes up to ATTN_CHECK_MAX_T
+    int version;     // 0: all
+} attn_options;
+
+// n_fp32 and n_bf16: the versions of each precision.
+static attn_options attn_parse_args(int argc, char **argv, int n_fp32, int n_bf16) {
+    attn_options o = {PRECISION_FP32, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
+            (strcmp(argv[i + 1], "fp32") == 0 || strcmp(argv[i + 1], "bf16") == 0)) {
+            o.precision = strcmp(argv[++i], "bf16") == 0 ? PRECISION_BF16 : PRECISION_FP32;
+        } else if (strcmp(argv[i], "--check") == 0) {
+            o.check_only = 1;
+        } else if (o.version == 0 && atoi(argv[i]) >= 1) {
+            o.version = atoi(argv[i]);
+        } else {
+            o.version = -1;
+            break;
+        }
+    }
+    const int n = o.precision == PRECISION_BF16 ? n_bf16 : n_fp32;
+    if (o.version < 0 || o.version > n) {
+        die("usage: %s [--precision fp32|bf16] [--check] [version: 1..%d in fp32, 1..%d in bf16]", argv[0], n_fp32,
+            n_bf16);
+    }
+    return o;
+}
+
+// ----------------------------------------------------------------------------
+// bf16
+
+// The llmc kernel's bf16 paths as versions: 1 forces fp32 FMAs on the pairs (what LLMC_BF16_EMULATE=1
+// asks for), 0 vdpbf16ps. Returns 0 (with the reason in *why) when the path cannot run here.
+static int attn_bf16_select_path(int emulated, const char **why) {
+    if (!emulated) {
+        if (!ATTN_HAVE_BF16_NATIVE) { *why = "not built for it (needs AVX512_BF16 and 16-lane vectors)"; return 0; }
+        if (!gemm_bf16_native_available()) { *why = "this CPU has no AVX512_BF16"; return 0; }
+        if (gemm_bf16_emulate_requested()) { *why = "LLMC_BF16_EMULATE=1"; return 0; }
+    }
+    gemm_bf16_force_emulated(emulated);
+    if (attn_current_arith() != (emulated ? ATTN_BF16_EMULATED : ATTN_BF16_NATIVE)) { die("bf16 path not selected"); }
+    return 1;
+}
+
+// bf16 rounding flips. The kernel and version 1 round the same P and dS to bf16, but the
+// kernel's fp32 values differ from version 1's float64 ones by a few fp32 ulps, and where the
+// two straddle a bf16 rounding boundary they round to neighbours one bf16 ulp (2^-8 to 2^-7
+// of the value) apart, which moves every output the value feeds by that ulp times the other
+// operand. Version 1 knows where: for each P and dS it takes the bf16 roundings of its value
+// plus and minus a bound on the kernel's fp32 error (attn_bf16_flip: 0 unless a boundary lies
+// within the bound), and adds that difference times |the other operand| to each output's
+// slack. An output then passes if it is within the fp32 tolerance of version 1 plus its slack.
+//
+// The bound, ATTN_FP32_ERR per unit of the magnitudes that went into the value: 64 fp32 ulps
+// (2^-24), where the kernel's sums of hs <= 128 products err by about sqrt(hs) <= 12 ulps of
+// the sum of their magnitudes, exp by one ulp of its result, the exponent score - m (or - lse)
+// by an ulp of its terms. Too small a bound fails correct kernels: they pass down to 2^-26
+// (forward) and 2^-24 (backward), a margin of 64 (dev/cpu/README.md).
+#define ATTN_FP32_ERR 0x1p-18
+
+// How far apart the bf16 roundings (through fp32, as the spec's round_bf16) of two values within
+// err of x can be: the difference of the roundings of x + err and x - err (rounding is monotonic).
+static double attn_bf16_flip(double x, double err) {
+    return (double)gemm_bf16_round((float)(x + err)) - (double)gemm_bf16_round((float)(x - err));
+}
+
+typedef struct {
+    double err;   // max |got - ref| / max |ref|
+    size_t over;  // elements off by more than tol * max |ref| (rounding flips, within their slack)
+    size_t fail;  // elements off by more than tol * max |ref| + their slack (or NaN)
+    size_t n;
+} attn_error;
+
+// got against ref over rows x width elements (rows ld apart; slack likewise, or NULL for none):
+// each within tol of the largest |ref| among them plus its slack?
+static attn_error attn_error_of(const float *got, const float *ref, const float *slack, size_t rows, size_t width,
+                                size_t ld, double tol) {
+    double max_err = 0.0, max_ref = 0.0;
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t i = 0; i < width; i++) { max_ref = fmax(max_ref, fabs(ref[r * ld + i])); }
+    }
+    const double scale = max_ref > 0 ? max_ref : 1.0;
+    attn_error e = {0.0, 0, 0, rows * width};
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t i = 0; i < width; i++) {
+            const size_t at = r * ld + i;
+            const double d = fabs((double)got[at] - (double)ref[at]);
+            if (!(d <= max_err)) { max_err = d; }  // NaN sticks
+            if (!(d <= tol * scale)) { e.over++; }
+            if (!(d <= tol * scale + (slack != NULL ? slack[at] : 0.0))) { e.fail++; }
+        }
+    }
+    e.err = max_err / scale;
+    return e;
+}
