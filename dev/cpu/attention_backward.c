@@ -23,8 +23,22 @@ exp, the elementwise softmax backward and D = dout.out (2*hs per query; version
 3 recomputes it per key block) are not counted. Version 2 computes four full
 (T,T) products but is credited the same count.
 
+bf16 versions (--precision bf16: the kernels' arithmetic under matmul_set_precision(PRECISION_BF16),
+given the bf16 forward's out and lse):
+  1  simple: Bf16Attention.backward of scripts/gpt2_reference.py (the spec) in float64 on Q,
+     K, V and dout rounded to bf16, P and dS rounded to bf16 where they enter the products
+     (the reference)
+  2  llmc/attention.h, emulated: fp32 FMAs over the bf16 pairs (CPUs without AVX512_BF16,
+     LLMC_BF16_EMULATE=1)
+  3  llmc/attention.h, vdpbf16ps: skipped where the build or the CPU lacks AVX512_BF16 or
+     with LLMC_BF16_EMULATE=1; must give version 2's bits
+  dqkv may differ from version 1 by rounding flips of P and dS, each element within the
+  slack that version 1 computes for it (attention_harness.h). FLOPs counted as in fp32.
+
 ./attention_backward       checks every version against version 1 on every shape and times it
 ./attention_backward N     the same for version N only
+  --precision bf16         the bf16 versions
+  --check                  checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
 Every version also runs twice on the same input and must give the same bits.
 Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
 sgemm calls from each OpenMP thread.
@@ -71,6 +85,92 @@ static void attention_backward1(float *dqkv, const float *dout, const float *out
             }
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// version 1 in bf16: Bf16Attention.backward of scripts/gpt2_reference.py (the spec) written
+// out: Q, K, V and dout rounded to bf16 (nearest even); per query D = dout . out, unrounded;
+// per key p = exp(score - lse) from the given lse, dp = dout . v, dS = p (dp - D) (unscaled);
+// dV += round(p) dout, dQ += scale round(dS) K, dK += scale round(dS) Q; all in float64, added
+// to dqkv at the end. slack (B,T,3C), unless NULL: how far rounding flips of P and dS can move
+// each gradient (attention_harness.h).
+
+static void attention_backward1_bf16_slack(float *dqkv, float *slack, const float *dout, const float *out,
+                                           const float *lse, const float *qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    const double scale = 1.0 / sqrt((double)hs);
+    float *qkvr = aligned_alloc_or_die((size_t)B * T * 3 * C * sizeof(float), "rounded qkv");
+    float *doutr = aligned_alloc_or_die((size_t)B * T * C * sizeof(float), "rounded dout");
+    for (size_t i = 0; i < (size_t)B * T * 3 * C; i++) { qkvr[i] = gemm_bf16_round(qkv[i]); }
+    for (size_t i = 0; i < (size_t)B * T * C; i++) { doutr[i] = gemm_bf16_round(dout[i]); }
+    // one (b, h) per task: keys and values of a head receive gradient from all its queries
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            // dq, dk, dv of the head (T x hs each, unscaled), then their slacks
+            double *g = calloc((size_t)6 * T * hs, sizeof(double));
+            if (g == NULL) { die("out of memory"); }
+            double *dq = g, *dk = g + T * hs, *dv = g + 2 * T * hs;
+            double *dq_slack = g + 3 * T * hs, *dk_slack = g + 4 * T * hs, *dv_slack = g + 5 * T * hs;
+            for (int t = 0; t < T; t++) {
+                const size_t row = (size_t)b * T + t;
+                const float *q = qkvr + row * 3 * C + h * hs;
+                const float *go = doutr + row * C + h * hs;
+                const double row_lse = lse[((size_t)b * NH + h) * T + t];
+                double D = 0.0, D_mag = 0.0;
+                for (int i = 0; i < hs; i++) {
+                    D += (double)dout[row * C + h * hs + i] * out[row * C + h * hs + i];
+                    D_mag += fabs((double)dout[row * C + h * hs + i] * out[row * C + h * hs + i]);
+                }
+                for (int j = 0; j <= t; j++) {
+                    const float *k = qkvr + ((size_t)b * T + j) * 3 * C + C + h * hs, *v = k + C;
+                    double dot = 0.0, dot_mag = 0.0, dp = 0.0, dp_mag = 0.0;
+                    for (int i = 0; i < hs; i++) {
+                        dot += (double)q[i] * k[i];
+                        dot_mag += fabs((double)q[i] * k[i]);
+                        dp += (double)go[i] * v[i];
+                        dp_mag += fabs((double)go[i] * v[i]);
+                    }
+                    const double p = exp(dot * scale - row_lse), ds = p * (dp - D);
+                    const double pr = gemm_bf16_round((float)p), dsr = gemm_bf16_round((float)ds);
+                    // the kernel's errors: p's through its score and exp (lse is the same float);
+                    // dS's through p, its sums dp and D, and its subtraction and product
+                    const double p_err = ATTN_FP32_ERR * (1.0 + scale * dot_mag + fabs(row_lse));
+                    const double ds_err = fabs(ds) * (p_err + ATTN_FP32_ERR) + p * ATTN_FP32_ERR * (dp_mag + D_mag);
+                    const double p_flip = attn_bf16_flip(p, p * p_err), ds_flip = attn_bf16_flip(ds, ds_err);
+                    for (int i = 0; i < hs; i++) {
+                        dq[t * hs + i] += dsr * k[i];
+                        dk[j * hs + i] += dsr * q[i];
+                        dv[j * hs + i] += pr * go[i];
+                        dq_slack[t * hs + i] += ds_flip * fabs(k[i]);
+                        dk_slack[j * hs + i] += ds_flip * fabs(q[i]);
+                        dv_slack[j * hs + i] += p_flip * fabs(go[i]);
+                    }
+                }
+            }
+            for (int t = 0; t < T; t++) {
+                const size_t at = ((size_t)b * T + t) * 3 * C + h * hs;
+                for (int i = 0; i < hs; i++) {
+                    dqkv[at + i] += (float)(scale * dq[t * hs + i]);
+                    dqkv[at + C + i] += (float)(scale * dk[t * hs + i]);
+                    dqkv[at + 2 * C + i] += (float)dv[t * hs + i];
+                    if (slack != NULL) {
+                        slack[at + i] = (float)(scale * dq_slack[t * hs + i]);
+                        slack[at + C + i] = (float)(scale * dk_slack[t * hs + i]);
+                        slack[at + 2 * C + i] = (float)dv_slack[t * hs + i];
+                    }
+                }
+            }
+            free(g);
+        }
+    }
+    free(qkvr);
+    free(doutr);
+}
+
+static void attention_backward1_bf16(float *dqkv, const float *dout, const float *out, const float *lse,
+                                     const float *qkv, int B, int T, int C, int NH) {
+    attention_backward1_bf16_slack(dqkv, NULL, dout, out, lse, qkv, B, T, C, NH);
 }
 
 // ----------------------------------------------------------------------------
@@ -236,34 +336,39 @@ static void attention_backward3(float *dqkv, const float *dout, const float *out
 typedef void (*backward_fn)(float *dqkv, const float *dout, const float *out, const float *lse,
                             const float *qkv, int B, int T, int C, int NH);
 
-static const struct { backward_fn fn; const char *name; } versions[] = {
-    {NULL, NULL},
-    {attention_backward1, "simple (reference)"},
-    {attention_backward2, "materialized (T,T), sgemm"},
-    {attention_backward3, "blocks, Q and dout in place"},
-    {attention_backward, "llmc/attention.h"},
+// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up
+typedef struct { backward_fn fn; const char *name; int emulated; } version;
+
+static const version versions_fp32[] = {
+    {NULL, NULL, 0},
+    {attention_backward1, "simple (reference)", 0},
+    {attention_backward2, "materialized (T,T), sgemm", 0},
+    {attention_backward3, "blocks, Q and dout in place", 0},
+    {attention_backward, "llmc/attention.h", 0},
 };
-static const int n_versions = sizeof(versions) / sizeof(versions[0]) - 1;
+// bf16: the reference, then the kernel on each of its paths, which must give the same bits
+static const version versions_bf16[] = {
+    {NULL, NULL, 0},
+    {attention_backward1_bf16, "simple bf16 (reference)", 0},
+    {attention_backward, "llmc/attention.h, emulated", 1},
+    {attention_backward, "llmc/attention.h, vdpbf16ps", 0},
+};
+#define N_VERSIONS(table) ((int)(sizeof(table) / sizeof(table[0])) - 1)
 
-
-// Max relative error over the dq, dk and dv parts of a (B*T, 3C) gradient, each
-// measured against its own largest value.
-static double dqkv_rel_err(const float *got, const float *ref, size_t rows, int C) {
-    double worst = 0.0;
+// The dq, dk and dv parts of a (B*T, 3C) gradient against the reference, each relative to its
+// own largest value (and each element within its slack, if any): the largest error of the
+// three, and their counts added up.
+static attn_error dqkv_error(const float *got, const float *ref, const float *slack, size_t rows, int C) {
+    attn_error all = {0.0, 0, 0, 0};
     for (int part = 0; part < 3; part++) {
-        double err = 0.0, scale = 0.0;
-        for (size_t t = 0; t < rows; t++) {
-            for (int i = 0; i < C; i++) {
-                size_t at = t * 3 * C + part * C + i;
-                double e = fabs((double)got[at] - (double)ref[at]);
-                if (!(e <= err)) { err = e; }
-                if (fabs(ref[at]) > scale) { scale = fabs(ref[at]); }
-            }
-        }
-        double rel = err / (scale > 0 ? scale : 1.0);
-        if (!(rel <= worst)) { worst = rel; }
+        const attn_error e = attn_error_of(got + part * C, ref + part * C, slack != NULL ? slack + part * C : NULL,
+                                           rows, C, 3 * (size_t)C, 1e-5);
+        if (!(e.err <= all.err)) { all.err = e.err; }
+        all.over += e.over;
+        all.fail += e.fail;
+        all.n += e.n;
     }
-    return worst;
+    return all;
 }
 
 struct run {
@@ -279,13 +384,18 @@ static void call_version(void *ctx) {
 }
 
 int main(int argc, char **argv) {
-    int only = argc > 1 ? atoi(argv[1]) : 0;
-    if (argc > 2 || only < 0 || only > n_versions) { die("usage: %s [version 1..%d]", argv[0], n_versions); }
+    const attn_options opt = attn_parse_args(argc, argv, N_VERSIONS(versions_fp32), N_VERSIONS(versions_bf16));
+    const int bf16 = opt.precision == PRECISION_BF16;
+    const version *versions = bf16 ? versions_bf16 : versions_fp32;
+    const int n_versions = bf16 ? N_VERSIONS(versions_bf16) : N_VERSIONS(versions_fp32);
     openblas_set_num_threads(1);  // version 2 calls sgemm from each OpenMP thread
-    printf("attention backward, %d threads, vector width %d floats\n", omp_get_max_threads(), ATTN_VW);
+    gemm_set_precision(opt.precision);  // the kernels' arithmetic, the forward's too (version 1 has its own)
+    printf("attention backward, %s, %d threads, vector width %d floats\n", bf16 ? "bf16" : "fp32",
+           omp_get_max_threads(), ATTN_VW);
     int failures = 0;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         const int B = shapes[s].B, T = shapes[s].T, C = shapes[s].C, NH = shapes[s].NH;
+        if (opt.check_only && T > ATTN_CHECK_MAX_T) { continue; }
         const int hs = C / NH;
         const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
         const double flops = 5.0 * 2.0 * B * NH * hs * (double)T * (T + 1) / 2.0;
@@ -295,45 +405,81 @@ int main(int argc, char **argv) {
         float *dout = make_random(n_out, 50 + s);
         float *out = make_random(n_out, 0);
         float *lse = make_random((size_t)B * NH * T, 0);
+        if (bf16) { attn_bf16_select_path(1, &(const char *){NULL}); }  // the forward's path: any, they agree
         attention_forward(out, lse, qkv, B, T, C, NH);
         // errors are measured on gradients accumulated from zero; the backward's
         // accumulation onto existing values is checked from dqkv_init
         float *dqkv_init = make_random(n_qkv, 99);
         float *ref = calloc(n_qkv, sizeof(float));
         float *ref_acc = make_random(n_qkv, 0);
+        float *ref_slack = NULL;  // bf16: what rounding flips of P and dS may move each gradient by
         float *dqkv = make_random(n_qkv, 0);
         float *dqkv2 = make_random(n_qkv, 0);
         if (ref == NULL) { die("out of memory"); }
-        attention_backward1(ref, dout, out, lse, qkv, B, T, C, NH);
         memcpy(ref_acc, dqkv_init, n_qkv * sizeof(float));
-        attention_backward1(ref_acc, dout, out, lse, qkv, B, T, C, NH);
-        saved_att = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) probabilities");
-        scratch_datt = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) scratch");
-        materialize_probs(saved_att, qkv, B, T, C, NH);
+        if (bf16) {
+            ref_slack = make_random(n_qkv, 0);
+            attention_backward1_bf16_slack(ref, ref_slack, dout, out, lse, qkv, B, T, C, NH);
+            attention_backward1_bf16(ref_acc, dout, out, lse, qkv, B, T, C, NH);
+        } else {
+            attention_backward1(ref, dout, out, lse, qkv, B, T, C, NH);
+            attention_backward1(ref_acc, dout, out, lse, qkv, B, T, C, NH);
+            saved_att = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) probabilities");
+            scratch_datt = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) scratch");
+            materialize_probs(saved_att, qkv, B, T, C, NH);
+        }
         for (int v = 1; v <= n_versions; v++) {
-            if (only && v != only) { continue; }
+            if (opt.version && v != opt.version) { continue; }
+            const char *why;
+            if (bf16 && v >= 2 && !attn_bf16_select_path(versions[v].emulated, &why)) {
+                printf("  %d %-28s skipped: %s\n", v, versions[v].name, why);
+                continue;
+            }
             memset(dqkv, 0, n_qkv * sizeof(float));
             struct run r = {versions[v].fn, dqkv, dout, out, lse, qkv, B, T, C, NH};
             call_version(&r);
-            double err = dqkv_rel_err(dqkv, ref, (size_t)B * T, C);
-            int ok = err <= 1e-5;
-            if (!ok) { printf("  MISMATCH dqkv: rel err %.3e > 1e-5\n", err); }
+            // bf16: rounding flips of P and dS, within ref_slack
+            const attn_error e = dqkv_error(dqkv, ref, ref_slack, (size_t)B * T, C);
+            int ok = e.fail == 0;
+            if (!ok) { printf("  MISMATCH dqkv: rel err %.3e, %zu of %zu elements beyond 1e-5 + their slack\n", e.err, e.fail, e.n); }
             // determinism: a second call from the same start gives the same bits
             memset(dqkv2, 0, n_qkv * sizeof(float));
             r.dqkv = dqkv2;
             call_version(&r);
-            int same = memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0;
+            const int same = memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0;
+            if (bf16 && v >= 2 && !versions[v].emulated) {  // vdpbf16ps: the same bits as the emulated path
+                memset(dqkv2, 0, n_qkv * sizeof(float));
+                attn_bf16_select_path(1, &why);
+                call_version(&r);
+                attn_bf16_select_path(0, &why);
+                if (memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) != 0) {
+                    printf("  MISMATCH: vdpbf16ps and the emulated path differ\n");
+                    ok = 0;
+                }
+            }
             memcpy(dqkv, dqkv_init, n_qkv * sizeof(float));
             r.dqkv = dqkv;
             call_version(&r);
-            ok &= check_close("dqkv accumulated onto nonzero", dqkv, ref_acc, n_qkv, 1e-5);
-            double ms = time_budget_ms(call_version, &r, 500.0);
-            printf("  %d %-28s %10.3f ms %8.2f GFLOP/s   err dqkv %.1e %s%s\n", v, versions[v].name, ms,
-                   flops / (ms * 1e-3) * 1e-9, err, ok ? "OK" : "FAIL", same ? "" : " NONDETERMINISTIC");
+            const attn_error e_acc = dqkv_error(dqkv, ref_acc, ref_slack, (size_t)B * T, C);
+            if (e_acc.fail > 0) {
+                printf("  MISMATCH dqkv accumulated onto nonzero: rel err %.3e, %zu elements beyond 1e-5 + their slack\n",
+                       e_acc.err, e_acc.fail);
+                ok = 0;
+            }
+            char timing[64] = "  (not timed)";
+            if (!opt.check_only) {
+                const double ms = time_budget_ms(call_version, &r, 500.0);
+                snprintf(timing, sizeof(timing), "%10.3f ms %8.2f GFLOP/s", ms, flops / (ms * 1e-3) * 1e-9);
+            }
+            printf("  %d %-28s %s   err dqkv %.1e %s%s", v, versions[v].name, timing, e.err, ok ? "OK" : "FAIL",
+                   same ? "" : " NONDETERMINISTIC");
+            if (bf16 && ok && e.over > 0) { printf(" (%zu rounding flips)", e.over); }
+            printf("\n");
             failures += !ok || !same;
         }
-        free(saved_att); free(scratch_datt);
-        free(qkv); free(dout); free(out); free(lse); free(dqkv_init); free(ref); free(ref_acc); free(dqkv); free(dqkv2);
+        if (!bf16) { free(saved_att); free(scratch_datt); }
+        free(qkv); free(dout); free(out); free(lse); free(dqkv_init); free(ref); free(ref_acc); free(ref_slack);
+        free(dqkv); free(dqkv2);
     }
     if (failures) { printf("%d FAILURES\n", failures); return 1; }
     printf("all OK\n");
