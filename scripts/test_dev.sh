@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The kernel workbench (dev/cpu) builds without warnings, and the harnesses of the
 # elementwise kernels and the GEMV find every version equal to version 1 (the matmul and attention
-# harnesses take minutes of timing; gemm_check covers the GEMM in test_gemm.sh).
+# harnesses take minutes of timing; gemm_check covers the GEMM in test_gemm.sh). The attention
+# harnesses' bf16 mode runs untimed on the shapes up to T=512 (--check, a few seconds): the
+# llmc kernel on both bf16 paths against the float64 bf16 reference.
 source "$(dirname "$0")/testlib.sh"
 if out=$(make -C dev/cpu -B 2>&1) && ! printf '%s\n' "$out" | grep -q 'warning:'; then
     pass "make -C dev/cpu builds every harness without warnings"
@@ -10,5 +12,9 @@ else
 fi
 for harness in layernorm_forward layernorm_backward gelu crossentropy_softmax adamw encoder gemv; do
     expect_ok "dev/cpu/$harness: every version matches version 1" env OMP_NUM_THREADS=2 "dev/cpu/$harness"
+done
+for harness in attention_forward attention_backward; do
+    expect_ok "dev/cpu/$harness --precision bf16: the kernel's emulated and vdpbf16ps paths match version 1 (within rounding flips) and each other" \
+        env OMP_NUM_THREADS=2 "dev/cpu/$harness" --precision bf16 --check
 done
 expect_ok "dev/cpu/vecmath: vec_exp, vec_sqrt and the GELU forms within their ulp bounds" env OMP_NUM_THREADS=2 dev/cpu/vecmath
