@@ -335,6 +335,32 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
     }
 }
 
+// Q^T, K^T or V^T (channels x positions) of nr positions of src (rows lds apart), nc channels:
+// dst[d*ldd + r] = src[r][d] for d < nc, r < nr, and 0 for nr <= r < ldd (positions past T).
+// With pairs (bf16): the pair words of the channel pairs in place of the channels, dst[p*ldd + r]
+// = pair (src[r][2p], src[r][2p+1]), packed along each row and transposed as they are (moves
+// only: the words' bits pass through); dst is the float view of the words. nr <= ATTN_BLK.
+static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
+                                 int pairs) {
+    const int rows = pairs ? (nc + 1) / 2 : nc;  // of dst
+    if (pairs) {
+        union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } words;
+        attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);
+        attn_transpose(dst, ldd, words.f, rows, rows, nr, 1.0f, 0);
+    } else {
+        attn_transpose(dst, ldd, src, lds, nc, nr, 1.0f, 0);
+    }
+    for (int d = 0; d < rows; d++) {
+        for (int r = nr; r < ldd; r++) { dst[d * ldd + r] = 0.0f; }
+    }
+}
+
+// dst[r*ldd + d] = src[r*lds + d] for r < nr, d < nc: rows of qkv (3C apart) or dout (C apart)
+// packed nc apart.
+static void attn_copy_rows(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+    for (int r = 0; r < nr; r++) { memcpy(dst + r * ldd, src + r * lds, (size_t)nc * sizeof(float)); }
+}
+
 static void attn_check_shape(int T, int C, int NH) {
     if (NH <= 0 || C % NH != 0 || C / NH > ATTN_MAX_HS) {
         die("attention: head size C/NH = %d/%d must be a whole number <= %d", C, NH, ATTN_MAX_HS);
@@ -423,19 +449,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         struct attn_fwd_tile *tile = &tiles[t];
         tile->q0 = g0 + t * ATTN_W;
         tile->nq = attn_min(ATTN_W, T - tile->q0);
-        if (bf16) {  // each query's pairs of channels, transposed (moves only); past T: 0
-            union { float f[ATTN_W * ATTN_MAX_HS / 2]; uint32_t u[ATTN_W * ATTN_MAX_HS / 2]; } pairs;
-            attn_pack_col_pairs(pairs.u, hsp, q + tile->q0 * C3, C3, tile->nq, hs);
-            attn_transpose(tile->qt, ATTN_W, pairs.f, hsp, hsp, tile->nq, 1.0f, 0);
-            for (int p = 0; p < hsp; p++) {
-                for (int i = tile->nq; i < ATTN_W; i++) { tile->qt2[p * ATTN_W + i] = 0; }
-            }
-        } else {
-            attn_transpose(tile->qt, ATTN_W, q + tile->q0 * C3, C3, hs, tile->nq, 1.0f, 0);
-            for (int d = 0; d < hs; d++) {
-                for (int i = tile->nq; i < ATTN_W; i++) { tile->qt[d * ATTN_W + i] = 0.0f; }  // past T
-            }
-        }
+        attn_pack_transposed(tile->qt, ATTN_W, q + tile->q0 * C3, C3, tile->nq, hs, bf16);
         for (int d = 0; d < hs; d++) {
             for (int i = 0; i < ATTN_W; i++) { tile->ot[d * ATTN_W + i] = 0.0f; }
         }
@@ -451,12 +465,8 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             attn_pack_col_pairs(kbu.kb2, hsp, k + k0 * C3, C3, nk_block, hs);
             attn_pack_row_pairs(vbu.vb2, hs, v + k0 * C3, C3, nk_block, hs);
         } else {
-            for (int j = 0; j < nk_block; j++) {
-                for (int d = 0; d < hs; d++) {
-                    kbu.kb[j * hs + d] = k[(k0 + j) * C3 + d];
-                    vbu.vb[j * hs + d] = v[(k0 + j) * C3 + d];
-                }
-            }
+            attn_copy_rows(kbu.kb, hs, k + k0 * C3, C3, nk_block, hs);
+            attn_copy_rows(vbu.vb, hs, v + k0 * C3, C3, nk_block, hs);
         }
         for (int t = 0; t < n_tiles; t++) {
             struct attn_fwd_tile *tile = &tiles[t];
@@ -661,8 +671,6 @@ struct attn_bwd_operands {
     uint32_t pb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
     uint32_t dsb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
     uint32_t dsr2[ATTN_R * ATTN_BLK / 2] __attribute__((aligned(64)));
-    // bf16: a key block's pairs of channels (BLK x hsp) on their way to kt2 or vt2
-    union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } pairs __attribute__((aligned(64)));
 };
 
 // All of head h of batch element b.
@@ -689,27 +697,14 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     const ptrdiff_t ld_qb = bf16 ? hsp : hs;
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
         const int nk = attn_min(ATTN_BLK, T - k0);
-        if (bf16) {
-            // K^T and V^T: each key's pairs of channels, then transposed (moves only: the
-            // words' bits pass through unchanged); keys past T are 0
-            attn_pack_col_pairs(op.pairs.u, hsp, k + k0 * C3, C3, nk, hs);
-            attn_transpose(op.kt, ATTN_BLK, op.pairs.f, hsp, hsp, nk, 1.0f, 0);
-            attn_pack_col_pairs(op.pairs.u, hsp, v + k0 * C3, C3, nk, hs);
-            attn_transpose(op.vt, ATTN_BLK, op.pairs.f, hsp, hsp, nk, 1.0f, 0);
-            for (int p = 0; p < hsp; p++) {
-                for (int j = nk; j < ATTN_BLK; j++) { op.kt2[p * ATTN_BLK + j] = op.vt2[p * ATTN_BLK + j] = 0; }
-            }
-            // K's key pairs; the products read channels up to hs_pad, pairs up to (nk+1)/2
+        attn_pack_transposed(op.kt, ATTN_BLK, k + k0 * C3, C3, nk, hs, bf16);  // keys past T: 0
+        attn_pack_transposed(op.vt, ATTN_BLK, v + k0 * C3, C3, nk, hs, bf16);
+        if (bf16) {  // K's key pairs; the products read channels up to hs_pad, pairs up to (nk+1)/2
             attn_pack_row_pairs(op.kp2, hs_pad, k + k0 * C3, C3, nk, hs);
             for (int p = 0; 2 * p < nk; p++) {
                 for (int d = hs; d < hs_pad; d++) { op.kp2[p * hs_pad + d] = 0; }
             }
         } else {
-            attn_transpose(op.kt, ATTN_BLK, k + k0 * C3, C3, hs, nk, 1.0f, 0);
-            attn_transpose(op.vt, ATTN_BLK, v + k0 * C3, C3, hs, nk, 1.0f, 0);
-            for (int d = 0; d < hs; d++) {
-                for (int j = nk; j < ATTN_BLK; j++) { op.kt[d * ATTN_BLK + j] = op.vt[d * ATTN_BLK + j] = 0.0f; }  // past T
-            }
             for (int j = 0; j < ATTN_BLK; j++) {
                 for (int d = 0; d < hs_pad; d++) { op.kp[j * hs_pad + d] = j < nk && d < hs ? k[(k0 + j) * C3 + d] : 0.0f; }
             }
@@ -728,12 +723,8 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 attn_pack_row_pairs(op.qbt2, hs, q + q0 * C3, C3, nq, hs);
                 attn_pack_row_pairs(op.gobt2, hs, go + q0 * C, C, nq, hs);
             } else {
-                for (int i = 0; i < nq; i++) {
-                    for (int d = 0; d < hs; d++) {
-                        op.qb[i * hs + d] = q[(q0 + i) * C3 + d];
-                        op.gob[i * hs + d] = go[(q0 + i) * C + d];
-                    }
-                }
+                attn_copy_rows(op.qb, hs, q + q0 * C3, C3, nq, hs);
+                attn_copy_rows(op.gob, hs, go + q0 * C, C, nq, hs);
             }
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
                 const int rows = attn_min(ATTN_R, nq - i0);
