@@ -14,6 +14,11 @@ Versions:
      the CPU has AVX512_BF16 (else the emulated path: it says which).
   oneDNN: the matmul primitive, src and weights bf16, dst f32, on operands converted to bf16
      before timing (its conversion is not timed; ours rounds inside its time).
+  oneDNN from fp32: the same, timed with the conversion of both operands from the fp32 tensors
+     the model holds (oneDNN's reorder primitive, f32 to bf16, then the matmul), which is what
+     ours does; PyTorch's autocast converts too, though it keeps a weight's bf16 copy from the
+     forward for the backward. The target is the first ratio; this one says how much of the gap
+     is the conversion.
 Products (as in llmc/matmul.h; C is the plain product, no epilogue):
   fwd   out (BT, OC)  = inp (BT, C) . weight^T
   dinp  dinp (BT, C)  = dout (BT, OC) . weight (OC, C)
@@ -37,24 +42,32 @@ typedef struct {
     float *c;
     // oneDNN's copy: the operands in bf16 with the same strides, and its primitive
     uint16_t *a16, *b16;
-    dnnl_primitive_t prim;
-    dnnl_memory_t ma, mb, mc;
+    dnnl_primitive_t prim, reorder_a, reorder_b;
+    dnnl_memory_t ma, mb, mc, ma32, mb32;
     dnnl_stream_t stream;
 } product;
 
 static dnnl_engine_t engine;
 
+typedef enum { RUN_OURS, RUN_DNNL, RUN_DNNL_FROM_FP32 } runner;
+
 typedef struct {
     product *r;
-    int dnnl;  // 0: ours, 1: oneDNN
+    runner who;
 } run_ctx;
 
 static void run(void *p) {
     const run_ctx *x = p;
     product *r = x->r;
-    if (!x->dnnl) {
+    if (x->who == RUN_OURS) {
         gemm(r->M, r->N, r->K, r->a, r->rs_a, r->cs_a, r->b, r->rs_b, r->cs_b, r->c, r->N, NULL);
     } else {
+        if (x->who == RUN_DNNL_FROM_FP32) {
+            dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, r->ma32}, {DNNL_ARG_TO, r->ma}};
+            dnnl_exec_arg_t rb[2] = {{DNNL_ARG_FROM, r->mb32}, {DNNL_ARG_TO, r->mb}};
+            DNNL_CHECK(dnnl_primitive_execute(r->reorder_a, r->stream, 2, ra));
+            DNNL_CHECK(dnnl_primitive_execute(r->reorder_b, r->stream, 2, rb));
+        }
         dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, r->ma}, {DNNL_ARG_WEIGHTS, r->mb}, {DNNL_ARG_DST, r->mc}};
         DNNL_CHECK(dnnl_primitive_execute(r->prim, r->stream, 3, args));
         DNNL_CHECK(dnnl_stream_wait(r->stream));
@@ -87,10 +100,26 @@ static void dnnl_setup(product *r, size_t na, size_t nb) {
     DNNL_CHECK(dnnl_memory_create(&r->mb, &db, engine, r->b16));
     DNNL_CHECK(dnnl_memory_create(&r->mc, &dc, engine, r->c));
     DNNL_CHECK(dnnl_stream_create(&r->stream, engine, dnnl_stream_default_flags));
+    // the fp32 operands, same strides, and their conversions into the bf16 ones above
+    dnnl_memory_desc_t da32, db32;
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&da32, 2, sa, dnnl_f32, ssa));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&db32, 2, sb, dnnl_f32, ssb));
+    DNNL_CHECK(dnnl_memory_create(&r->ma32, &da32, engine, (void *)r->a));
+    DNNL_CHECK(dnnl_memory_create(&r->mb32, &db32, engine, (void *)r->b));
+    DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, &da32, engine, &da, engine, NULL));
+    DNNL_CHECK(dnnl_primitive_create(&r->reorder_a, pd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, &db32, engine, &db, engine, NULL));
+    DNNL_CHECK(dnnl_primitive_create(&r->reorder_b, pd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
 }
 
 static void dnnl_teardown(product *r) {
     dnnl_primitive_destroy(r->prim);
+    dnnl_primitive_destroy(r->reorder_a);
+    dnnl_primitive_destroy(r->reorder_b);
+    dnnl_memory_destroy(r->ma32);
+    dnnl_memory_destroy(r->mb32);
     dnnl_memory_destroy(r->ma);
     dnnl_memory_destroy(r->mb);
     dnnl_memory_destroy(r->mc);
@@ -121,9 +150,10 @@ int main(int argc, char **argv) {
     printf("threads: %d; ours: %s\n", omp_get_max_threads(), matmul_precision_path());
     printf("bf16 dot peak (vdpbf16ps): %.1f GFLOP/s\n", peak);
     printf("times: best of 3 to 31 runs (about 0.3 s), %d alternating rounds of ours and oneDNN; ratio = median of\n"
-           "the rounds' oneDNN ms / ours\n", MATMUL_ROUNDS);
+           "the rounds' oneDNN ms / ours; then as many rounds of ours and oneDNN from fp32 (its operands converted\n"
+           "from fp32 in its time, as ours does)\n", MATMUL_ROUNDS);
     int all_ok = 1;
-    double log_ratio = 0.0, log_peak = 0.0;
+    double log_ratio = 0.0, log_ratio_fp32 = 0.0, log_peak = 0.0;
     int nratio = 0;
     char summary[MATMUL_NSHAPES * 3][160];
     int nsummary = 0;
@@ -160,12 +190,15 @@ int main(int argc, char **argv) {
             }
             free(ar);
             free(br);
-            run_ctx ours = {r, 0}, dnnl = {r, 1};
+            run_ctx ours = {r, RUN_OURS}, dnnl = {r, RUN_DNNL}, dnnl_fp32 = {r, RUN_DNNL_FROM_FP32};
             run(&ours);
             const int ok = check_rows("ours", c, ref, r->M, r->N, all_rows);
             dnnl_setup(r, nsrc[q][0], nsrc[q][1]);
             run(&dnnl);
-            const int ok_dnnl = check_rows("oneDNN", c, ref, r->M, r->N, all_rows);
+            int ok_dnnl = check_rows("oneDNN", c, ref, r->M, r->N, all_rows);
+            memset(c, 0, (size_t)r->M * r->N * sizeof(float));
+            run(&dnnl_fp32);
+            ok_dnnl &= check_rows("oneDNN from fp32", c, ref, r->M, r->N, all_rows);
             all_ok &= ok;
             if (flops < 1e8) {
                 printf("%-18s %s M=%d N=%d K=%d: ours %s, oneDNN %s (not timed)\n", sh.name, r->name, r->M, r->N, r->K,
@@ -178,25 +211,30 @@ int main(int argc, char **argv) {
             settle();
             double ms_dnnl = bench_ms(run, &dnnl, 300.0);
             const double ratio = bench_more_rounds(run, &ours, &dnnl, 300.0, &ms_ours, &ms_dnnl);
+            settle();
+            double ms_dnnl_fp32 = bench_ms(run, &dnnl_fp32, 300.0);
+            const double ratio_fp32 = bench_more_rounds(run, &ours, &dnnl_fp32, 300.0, &ms_ours, &ms_dnnl_fp32);
             const double g = gflops(flops, ms_ours), gd = gflops(flops, ms_dnnl);
-            printf("%-18s %s M=%d N=%d K=%d: ours %8.3f ms %6.1f GFLOP/s (%3.0f%% of peak) %s | oneDNN %8.3f ms %6.1f GFLOP/s %s | oneDNN/ours %.2f\n",
+            printf("%-18s %s M=%d N=%d K=%d: ours %8.3f ms %6.1f GFLOP/s (%3.0f%% of peak) %s | oneDNN %8.3f ms %6.1f GFLOP/s %s | oneDNN/ours %.2f | from fp32 %8.3f ms, %.2f\n",
                    sh.name, r->name, r->M, r->N, r->K, ms_ours, g, peak > 0 ? 100 * g / peak : 0.0, ok ? "ok" : "WRONG",
-                   ms_dnnl, gd, ok_dnnl ? "ok" : "WRONG", ratio);
-            snprintf(summary[nsummary++], 160, "%-18s %s %6.1f %5.0f%% %7.1f  %5.2f", sh.name, r->name, g,
-                     peak > 0 ? 100 * g / peak : 0.0, gd, ratio);
+                   ms_dnnl, gd, ok_dnnl ? "ok" : "WRONG", ratio, ms_dnnl_fp32, ratio_fp32);
+            snprintf(summary[nsummary++], 160, "%-18s %s %6.1f %5.0f%% %7.1f  %5.2f  %5.2f", sh.name, r->name, g,
+                     peak > 0 ? 100 * g / peak : 0.0, gd, ratio, ratio_fp32);
             log_ratio += log(ratio);
+            log_ratio_fp32 += log(ratio_fp32);
             log_peak += log(g / (peak > 0 ? peak : 1.0));
             nratio++;
             dnnl_teardown(r);
         }
         free(inp); free(w); free(dout); free(c); free(ref);
     }
-    printf("\nbf16 GFLOP/s, %% of the bf16 dot peak (%.1f GFLOP/s), oneDNN's, and oneDNN ms / ours:\n", peak);
-    printf("%-18s %s %6s %6s %7s  %5s\n", "shape", "prod", "ours", "peak", "oneDNN", "ratio");
+    printf("\nbf16 GFLOP/s, %% of the bf16 dot peak (%.1f GFLOP/s), oneDNN's, oneDNN ms / ours, and oneDNN from\n"
+           "fp32 ms / ours:\n", peak);
+    printf("%-18s %s %6s %6s %7s  %5s  %5s\n", "shape", "prod", "ours", "peak", "oneDNN", "ratio", "fp32");
     for (int i = 0; i < nsummary; i++) { printf("%s\n", summary[i]); }
     if (nratio > 0) {
-        printf("geometric means over the timed products: %.0f%% of peak, oneDNN ms / ours %.3f\n",
-               100 * exp(log_peak / nratio), exp(log_ratio / nratio));
+        printf("geometric means over the timed products: %.0f%% of peak, oneDNN ms / ours %.3f, oneDNN from fp32 ms / ours %.3f\n",
+               100 * exp(log_peak / nratio), exp(log_ratio / nratio), exp(log_ratio_fp32 / nratio));
     }
     if (!all_ok) { die("ours disagrees with version 1"); }
     return 0;
