@@ -37,11 +37,7 @@ given the bf16 forward's out and lse):
 
 ./attention_backward       checks every version against version 1 on every shape and times it
 ./attention_backward N     the same for version N only
-  --precision bf16         the bf16 versions
-  --check                  checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
-Every version also runs twice on the same input and must give the same bits.
-Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
-sgemm calls from each OpenMP thread.
+The options (--precision bf16, --check), the checks and the threads: attention_harness.h.
 */
 #include "common.h"
 #include <cblas.h>
@@ -179,25 +175,12 @@ static void attention_backward1_bf16(float *dqkv, const float *dout, const float
 static float *saved_att;     // (B, NH, T, T) probabilities P from the forward, made by main
 static float *scratch_datt;  // (B, NH, T, T) dP, then dS
 
-// P per head as the materializing forward makes it: sgemm, then masked softmax rows.
+// P per head as the materializing forward (its version 2) makes it.
 static void materialize_probs(float *att, const float *qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * 3 * C + h * hs;
-            float *a = att + ((size_t)b * NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, q + C, 3 * C,
-                        0.0f, a, T);
-            for (int t = 0; t < T; t++) {
-                float *row = a + (size_t)t * T;
-                float m = -INFINITY, l = 0.0f;
-                for (int j = 0; j <= t; j++) { m = row[j] > m ? row[j] : m; }
-                for (int j = 0; j <= t; j++) { row[j] = expf(row[j] - m); l += row[j]; }
-                for (int j = 0; j <= t; j++) { row[j] /= l; }
-                for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
-            }
+            attn_materialize_head(att + ((size_t)b * NH + h) * T * T, NULL, qkv, b, h, T, C, NH);
         }
     }
 }

@@ -32,11 +32,7 @@ computes the full (T,T) products, twice that, but is credited the same count.
 
 ./attention_forward        checks every version against version 1 on every shape and times it
 ./attention_forward N      the same for version N only
-  --precision bf16         the bf16 versions
-  --check                  checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
-Every version also runs twice on the same input and must give the same bits.
-Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
-sgemm calls from each OpenMP thread.
+The options (--precision bf16, --check), the checks and the threads: attention_harness.h.
 
 Measured on Zen 4 (2026-11-25, 2 threads, B=4 T=1024): version 4 at 150-160 GFLOP/s forward
 and 157-173 backward, 67-75% of the 228 GFLOP/s fp32 peak. perf puts 5% of the two passes'
@@ -158,24 +154,12 @@ static float *materialized_att;  // (B, NH, T, T) probabilities, allocated per s
 
 static void attention_forward2(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * 3 * C + h * hs;  // rows 3C apart
-            const float *k = q + C, *v = q + 2 * C;
             float *att = materialized_att + ((size_t)b * NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, k, 3 * C,
-                        0.0f, att, T);
-            for (int t = 0; t < T; t++) {
-                float *row = att + (size_t)t * T;
-                float m = -INFINITY, l = 0.0f;
-                for (int j = 0; j <= t; j++) { m = row[j] > m ? row[j] : m; }
-                for (int j = 0; j <= t; j++) { row[j] = expf(row[j] - m); l += row[j]; }
-                for (int j = 0; j <= t; j++) { row[j] /= l; }
-                for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
-                lse[((size_t)b * NH + h) * T + t] = m + logf(l);
-            }
+            attn_materialize_head(att, lse + ((size_t)b * NH + h) * T, qkv, b, h, T, C, NH);
+            const float *v = qkv + (size_t)b * T * 3 * C + 2 * C + h * hs;  // rows 3C apart
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, 3 * C,
                         0.0f, out + (size_t)b * T * C + h * hs, C);
         }

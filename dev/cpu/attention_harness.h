@@ -25,7 +25,13 @@ static const struct { int B, T, C, NH; float amp; const char *what; } shapes[] =
 // --check skips shapes longer than this: their version 1 takes seconds.
 #define ATTN_CHECK_MAX_T 512
 
-// The command line: [--precision fp32|bf16] [--check] [VERSION].
+// The command line of both harnesses: [--precision fp32|bf16] [--check] [VERSION]
+//   VERSION           that version only (else all), still checked against version 1
+//   --precision bf16  the bf16 versions
+//   --check           checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
+// Every version also runs twice on the same input and must give the same bits.
+// Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded sgemm calls
+// from each OpenMP thread.
 typedef struct {
     Precision precision;
     int check_only;  // --check: correctness only, no timing, shapes up to ATTN_CHECK_MAX_T
@@ -55,6 +61,29 @@ static attn_options attn_parse_args(int argc, char **argv, int n_fp32, int n_bf1
             n_bf16);
     }
     return o;
+}
+
+// ----------------------------------------------------------------------------
+// version 2 of both harnesses: the probabilities materialized, the PyTorch way
+
+// P (T,T) of head h of batch element b as PyTorch's forward makes it: S = scale Q K^T with
+// sgemm, then softmax rows over the keys j <= t (zeros after); head_lse (T), unless NULL, gets
+// each row's log-sum-exp. The forward's version 2 goes on to O = P V; the backward's reads P.
+static void attn_materialize_head(float *att, float *head_lse, const float *qkv, int b, int h, int T, int C,
+                                  int NH) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv + (size_t)b * T * 3 * C + h * hs;  // rows 3C apart, keys C after
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, q + C, 3 * C, 0.0f, att, T);
+    for (int t = 0; t < T; t++) {
+        float *row = att + (size_t)t * T;
+        float m = -INFINITY, l = 0.0f;
+        for (int j = 0; j <= t; j++) { m = row[j] > m ? row[j] : m; }
+        for (int j = 0; j <= t; j++) { row[j] = expf(row[j] - m); l += row[j]; }
+        for (int j = 0; j <= t; j++) { row[j] /= l; }
+        for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
+        if (head_lse != NULL) { head_lse[t] = m + logf(l); }
+    }
 }
 
 // ----------------------------------------------------------------------------
