@@ -37,11 +37,7 @@ given the bf16 forward's out and lse):
 
 ./attention_backward       checks every version against version 1 on every shape and times it
 ./attention_backward N     the same for version N only
-  --precision bf16         the bf16 versions
-  --check                  checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
-Every version also runs twice on the same input and must give the same bits.
-Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
-sgemm calls from each OpenMP thread.
+The options (--precision bf16, --check), the checks and the threads: attention_harness.h.
 */
 #include "common.h"
 #include <cblas.h>
@@ -179,25 +175,12 @@ static void attention_backward1_bf16(float *dqkv, const float *dout, const float
 static float *saved_att;     // (B, NH, T, T) probabilities P from the forward, made by main
 static float *scratch_datt;  // (B, NH, T, T) dP, then dS
 
-// P per head as the materializing forward makes it: sgemm, then masked softmax rows.
+// P per head as the materializing forward (its version 2) makes it.
 static void materialize_probs(float *att, const float *qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * 3 * C + h * hs;
-            float *a = att + ((size_t)b * NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, q + C, 3 * C,
-                        0.0f, a, T);
-            for (int t = 0; t < T; t++) {
-                float *row = a + (size_t)t * T;
-                float m = -INFINITY, l = 0.0f;
-                for (int j = 0; j <= t; j++) { m = row[j] > m ? row[j] : m; }
-                for (int j = 0; j <= t; j++) { row[j] = expf(row[j] - m); l += row[j]; }
-                for (int j = 0; j <= t; j++) { row[j] /= l; }
-                for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
-            }
+            attn_materialize_head(att + ((size_t)b * NH + h) * T * T, NULL, qkv, b, h, T, C, NH);
         }
     }
 }
@@ -353,7 +336,6 @@ static const version versions_bf16[] = {
     {attention_backward, "llmc/attention.h, emulated", 1},
     {attention_backward, "llmc/attention.h, vdpbf16ps", 0},
 };
-#define N_VERSIONS(table) ((int)(sizeof(table) / sizeof(table[0])) - 1)
 
 // The dq, dk and dv parts of a (B*T, 3C) gradient against the reference, each relative to its
 // own largest value (and each element within its slack, if any): the largest error of the
@@ -387,21 +369,14 @@ int main(int argc, char **argv) {
     const attn_options opt = attn_parse_args(argc, argv, N_VERSIONS(versions_fp32), N_VERSIONS(versions_bf16));
     const int bf16 = opt.precision == PRECISION_BF16;
     const version *versions = bf16 ? versions_bf16 : versions_fp32;
-    const int n_versions = bf16 ? N_VERSIONS(versions_bf16) : N_VERSIONS(versions_fp32);
-    openblas_set_num_threads(1);  // version 2 calls sgemm from each OpenMP thread
-    gemm_set_precision(opt.precision);  // the kernels' arithmetic, the forward's too (version 1 has its own)
-    printf("attention backward, %s, %d threads, vector width %d floats\n", bf16 ? "bf16" : "fp32",
-           omp_get_max_threads(), ATTN_VW);
+    attn_harness_start("backward", &opt);  // the forward below runs at this precision too
     int failures = 0;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        if (!attn_shape_runs(&opt, s)) { continue; }
         const int B = shapes[s].B, T = shapes[s].T, C = shapes[s].C, NH = shapes[s].NH;
-        if (opt.check_only && T > ATTN_CHECK_MAX_T) { continue; }
-        const int hs = C / NH;
         const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
-        const double flops = 5.0 * 2.0 * B * NH * hs * (double)T * (T + 1) / 2.0;
-        printf("B=%d T=%d C=%d NH=%d (hs=%d) %s: %.3f GFLOP\n", B, T, C, NH, hs, shapes[s].what, flops * 1e-9);
-        float *qkv = make_random(n_qkv, 1 + s);
-        for (size_t i = 0; i < n_qkv; i++) { qkv[i] *= shapes[s].amp; }
+        const double flops = attn_shape_begin(s, 5);  // S = Q K^T, dP = dO V^T, dV, dK, dQ
+        float *qkv = attn_random_qkv(s);
         float *dout = make_random(n_out, 50 + s);
         float *out = make_random(n_out, 0);
         float *lse = make_random((size_t)B * NH * T, 0);
@@ -428,13 +403,8 @@ int main(int argc, char **argv) {
             scratch_datt = aligned_alloc_or_die((size_t)B * NH * T * T * sizeof(float), "(B,NH,T,T) scratch");
             materialize_probs(saved_att, qkv, B, T, C, NH);
         }
-        for (int v = 1; v <= n_versions; v++) {
-            if (opt.version && v != opt.version) { continue; }
-            const char *why;
-            if (bf16 && v >= 2 && !attn_bf16_select_path(versions[v].emulated, &why)) {
-                printf("  %d %-28s skipped: %s\n", v, versions[v].name, why);
-                continue;
-            }
+        for (int v = 1; v <= opt.n_versions; v++) {
+            if (!attn_version_runs(&opt, v, versions[v].name, versions[v].emulated)) { continue; }
             memset(dqkv, 0, n_qkv * sizeof(float));
             struct run r = {versions[v].fn, dqkv, dout, out, lse, qkv, B, T, C, NH};
             call_version(&r);
@@ -447,15 +417,10 @@ int main(int argc, char **argv) {
             r.dqkv = dqkv2;
             call_version(&r);
             const int same = memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0;
-            if (bf16 && v >= 2 && !versions[v].emulated) {  // vdpbf16ps: the same bits as the emulated path
+            if (attn_is_vdpbf16ps(&opt, v, versions[v].emulated)) {
                 memset(dqkv2, 0, n_qkv * sizeof(float));
-                attn_bf16_select_path(1, &why);
-                call_version(&r);
-                attn_bf16_select_path(0, &why);
-                if (memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) != 0) {
-                    printf("  MISMATCH: vdpbf16ps and the emulated path differ\n");
-                    ok = 0;
-                }
+                attn_call_emulated(call_version, &r);
+                ok &= attn_paths_agree(memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0);
             }
             memcpy(dqkv, dqkv_init, n_qkv * sizeof(float));
             r.dqkv = dqkv;
@@ -466,22 +431,13 @@ int main(int argc, char **argv) {
                        e_acc.err, e_acc.fail);
                 ok = 0;
             }
-            char timing[64] = "  (not timed)";
-            if (!opt.check_only) {
-                const double ms = time_budget_ms(call_version, &r, 500.0);
-                snprintf(timing, sizeof(timing), "%10.3f ms %8.2f GFLOP/s", ms, flops / (ms * 1e-3) * 1e-9);
-            }
-            printf("  %d %-28s %s   err dqkv %.1e %s%s", v, versions[v].name, timing, e.err, ok ? "OK" : "FAIL",
-                   same ? "" : " NONDETERMINISTIC");
-            if (bf16 && ok && e.over > 0) { printf(" (%zu rounding flips)", e.over); }
-            printf("\n");
-            failures += !ok || !same;
+            char errs[64];
+            snprintf(errs, sizeof(errs), "err dqkv %.1e", e.err);
+            failures += attn_version_end(&opt, v, versions[v].name, call_version, &r, flops, errs, ok, same, e.over);
         }
         if (!bf16) { free(saved_att); free(scratch_datt); }
         free(qkv); free(dout); free(out); free(lse); free(dqkv_init); free(ref); free(ref_acc); free(ref_slack);
         free(dqkv); free(dqkv2);
     }
-    if (failures) { printf("%d FAILURES\n", failures); return 1; }
-    printf("all OK\n");
-    return 0;
+    return attn_harness_end(failures);
 }

@@ -32,11 +32,7 @@ computes the full (T,T) products, twice that, but is credited the same count.
 
 ./attention_forward        checks every version against version 1 on every shape and times it
 ./attention_forward N      the same for version N only
-  --precision bf16         the bf16 versions
-  --check                  checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
-Every version also runs twice on the same input and must give the same bits.
-Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded
-sgemm calls from each OpenMP thread.
+The options (--precision bf16, --check), the checks and the threads: attention_harness.h.
 
 Measured on Zen 4 (2026-11-25, 2 threads, B=4 T=1024): version 4 at 150-160 GFLOP/s forward
 and 157-173 backward, 67-75% of the 228 GFLOP/s fp32 peak. perf puts 5% of the two passes'
@@ -158,24 +154,12 @@ static float *materialized_att;  // (B, NH, T, T) probabilities, allocated per s
 
 static void attention_forward2(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * 3 * C + h * hs;  // rows 3C apart
-            const float *k = q + C, *v = q + 2 * C;
             float *att = materialized_att + ((size_t)b * NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, k, 3 * C,
-                        0.0f, att, T);
-            for (int t = 0; t < T; t++) {
-                float *row = att + (size_t)t * T;
-                float m = -INFINITY, l = 0.0f;
-                for (int j = 0; j <= t; j++) { m = row[j] > m ? row[j] : m; }
-                for (int j = 0; j <= t; j++) { row[j] = expf(row[j] - m); l += row[j]; }
-                for (int j = 0; j <= t; j++) { row[j] /= l; }
-                for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
-                lse[((size_t)b * NH + h) * T + t] = m + logf(l);
-            }
+            attn_materialize_head(att, lse + ((size_t)b * NH + h) * T, qkv, b, h, T, C, NH);
+            const float *v = qkv + (size_t)b * T * 3 * C + 2 * C + h * hs;  // rows 3C apart
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, att, T, v, 3 * C,
                         0.0f, out + (size_t)b * T * C + h * hs, C);
         }
@@ -295,7 +279,6 @@ static const version versions_bf16[] = {
     {attention_forward, "llmc/attention.h, emulated", 1},
     {attention_forward, "llmc/attention.h, vdpbf16ps", 0},
 };
-#define N_VERSIONS(table) ((int)(sizeof(table) / sizeof(table[0])) - 1)
 
 struct run {
     forward_fn fn;
@@ -313,21 +296,14 @@ int main(int argc, char **argv) {
     const attn_options opt = attn_parse_args(argc, argv, N_VERSIONS(versions_fp32), N_VERSIONS(versions_bf16));
     const int bf16 = opt.precision == PRECISION_BF16;
     const version *versions = bf16 ? versions_bf16 : versions_fp32;
-    const int n_versions = bf16 ? N_VERSIONS(versions_bf16) : N_VERSIONS(versions_fp32);
-    openblas_set_num_threads(1);  // version 2 calls sgemm from each OpenMP thread
-    gemm_set_precision(opt.precision);  // the kernel's arithmetic (version 1 has its own)
-    printf("attention forward, %s, %d threads, vector width %d floats\n", bf16 ? "bf16" : "fp32",
-           omp_get_max_threads(), ATTN_VW);
+    attn_harness_start("forward", &opt);
     int failures = 0;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        if (!attn_shape_runs(&opt, s)) { continue; }
         const int B = shapes[s].B, T = shapes[s].T, C = shapes[s].C, NH = shapes[s].NH;
-        if (opt.check_only && T > ATTN_CHECK_MAX_T) { continue; }
-        const int hs = C / NH;
         const size_t n_out = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
-        const double flops = 2.0 * 2.0 * B * NH * hs * (double)T * (T + 1) / 2.0;
-        printf("B=%d T=%d C=%d NH=%d (hs=%d) %s: %.3f GFLOP\n", B, T, C, NH, hs, shapes[s].what, flops * 1e-9);
-        float *qkv = make_random((size_t)B * T * 3 * C, 1 + s);
-        for (size_t i = 0; i < (size_t)B * T * 3 * C; i++) { qkv[i] *= shapes[s].amp; }
+        const double flops = attn_shape_begin(s, 2);  // Q K^T and P V
+        float *qkv = attn_random_qkv(s);
         float *ref_out = make_random(n_out, 100);
         float *ref_lse = make_random(n_lse, 101);
         float *out = make_random(n_out, 102);
@@ -344,13 +320,8 @@ int main(int argc, char **argv) {
         } else {
             attention_forward1(ref_out, ref_lse, qkv, B, T, C, NH);
         }
-        for (int v = 1; v <= n_versions; v++) {
-            if (opt.version && v != opt.version) { continue; }
-            const char *why;
-            if (bf16 && v >= 2 && !attn_bf16_select_path(versions[v].emulated, &why)) {
-                printf("  %d %-28s skipped: %s\n", v, versions[v].name, why);
-                continue;
-            }
+        for (int v = 1; v <= opt.n_versions; v++) {
+            if (!attn_version_runs(&opt, v, versions[v].name, versions[v].emulated)) { continue; }
             struct run r = {versions[v].fn, out, lse, qkv, B, T, C, NH};
             fill_random(out, n_out, 104);  // garbage in: every output must be written
             fill_random(lse, n_lse, 105);
@@ -369,30 +340,17 @@ int main(int argc, char **argv) {
             struct run r2 = {versions[v].fn, out2, lse2, qkv, B, T, C, NH};
             call_version(&r2);
             int same = memcmp(out, out2, n_out * sizeof(float)) == 0 && memcmp(lse, lse2, n_lse * sizeof(float)) == 0;
-            if (bf16 && v >= 2 && !versions[v].emulated) {  // vdpbf16ps: the same bits as the emulated path
-                attn_bf16_select_path(1, &why);
-                call_version(&r2);
-                attn_bf16_select_path(0, &why);
-                if (memcmp(out, out2, n_out * sizeof(float)) != 0 || memcmp(lse, lse2, n_lse * sizeof(float)) != 0) {
-                    printf("  MISMATCH: vdpbf16ps and the emulated path differ\n");
-                    ok = 0;
-                }
+            if (attn_is_vdpbf16ps(&opt, v, versions[v].emulated)) {
+                attn_call_emulated(call_version, &r2);
+                ok &= attn_paths_agree(memcmp(out, out2, n_out * sizeof(float)) == 0 &&
+                                       memcmp(lse, lse2, n_lse * sizeof(float)) == 0);
             }
-            char timing[64] = "  (not timed)";
-            if (!opt.check_only) {
-                const double ms = time_budget_ms(call_version, &r, 500.0);
-                snprintf(timing, sizeof(timing), "%10.3f ms %8.2f GFLOP/s", ms, flops / (ms * 1e-3) * 1e-9);
-            }
-            printf("  %d %-28s %s   err out %.1e lse %.1e %s%s", v, versions[v].name, timing, e_out.err, e_lse.err,
-                   ok ? "OK" : "FAIL", same ? "" : " NONDETERMINISTIC");
-            if (bf16 && ok && e_out.over > 0) { printf(" (%zu rounding flips)", e_out.over); }
-            printf("\n");
-            failures += !ok || !same;
+            char errs[64];
+            snprintf(errs, sizeof(errs), "err out %.1e lse %.1e", e_out.err, e_lse.err);
+            failures += attn_version_end(&opt, v, versions[v].name, call_version, &r, flops, errs, ok, same, e_out.over);
         }
         if (!bf16) { free(materialized_att); }
         free(qkv); free(ref_out); free(ref_lse); free(out); free(lse); free(out2); free(lse2); free(ref_slack);
     }
-    if (failures) { printf("%d FAILURES\n", failures); return 1; }
-    printf("all OK\n");
-    return 0;
+    return attn_harness_end(failures);
 }

@@ -1,10 +1,11 @@
 /*
 What both attention harnesses (attention_forward.c, attention_backward.c) share: the shapes
-they check and time, their command line, and in bf16 the kernel's two paths and the check
-that allows rounding flips.
+they check and time, their command line, in bf16 the kernel's two paths and the check
+that allows rounding flips, and the steps of their loops over shapes and versions.
 */
 #pragma once
 
+#include <cblas.h>
 #include "common.h"
 #include "llmc/attention.h"
 
@@ -24,16 +25,23 @@ static const struct { int B, T, C, NH; float amp; const char *what; } shapes[] =
 // --check skips shapes longer than this: their version 1 takes seconds.
 #define ATTN_CHECK_MAX_T 512
 
-// The command line: [--precision fp32|bf16] [--check] [VERSION].
+// The command line of both harnesses: [--precision fp32|bf16] [--check] [VERSION]
+//   VERSION           that version only (else all), still checked against version 1
+//   --precision bf16  the bf16 versions
+//   --check           checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
+// Every version also runs twice on the same input and must give the same bits.
+// Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded sgemm calls
+// from each OpenMP thread.
 typedef struct {
     Precision precision;
     int check_only;  // --check: correctness only, no timing, shapes up to ATTN_CHECK_MAX_T
     int version;     // 0: all
+    int n_versions;  // of the precision asked for
 } attn_options;
 
 // n_fp32 and n_bf16: the versions of each precision.
 static attn_options attn_parse_args(int argc, char **argv, int n_fp32, int n_bf16) {
-    attn_options o = {PRECISION_FP32, 0, 0};
+    attn_options o = {PRECISION_FP32, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
             (strcmp(argv[i + 1], "fp32") == 0 || strcmp(argv[i + 1], "bf16") == 0)) {
@@ -47,12 +55,35 @@ static attn_options attn_parse_args(int argc, char **argv, int n_fp32, int n_bf1
             break;
         }
     }
-    const int n = o.precision == PRECISION_BF16 ? n_bf16 : n_fp32;
-    if (o.version < 0 || o.version > n) {
+    o.n_versions = o.precision == PRECISION_BF16 ? n_bf16 : n_fp32;
+    if (o.version < 0 || o.version > o.n_versions) {
         die("usage: %s [--precision fp32|bf16] [--check] [version: 1..%d in fp32, 1..%d in bf16]", argv[0], n_fp32,
             n_bf16);
     }
     return o;
+}
+
+// ----------------------------------------------------------------------------
+// version 2 of both harnesses: the probabilities materialized, the PyTorch way
+
+// P (T,T) of head h of batch element b as PyTorch's forward makes it: S = scale Q K^T with
+// sgemm, then softmax rows over the keys j <= t (zeros after); head_lse (T), unless NULL, gets
+// each row's log-sum-exp. The forward's version 2 goes on to O = P V; the backward's reads P.
+static void attn_materialize_head(float *att, float *head_lse, const float *qkv, int b, int h, int T, int C,
+                                  int NH) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *q = qkv + (size_t)b * T * 3 * C + h * hs;  // rows 3C apart, keys C after
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, q + C, 3 * C, 0.0f, att, T);
+    for (int t = 0; t < T; t++) {
+        float *row = att + (size_t)t * T;
+        float m = -INFINITY, l = 0.0f;
+        for (int j = 0; j <= t; j++) { m = row[j] > m ? row[j] : m; }
+        for (int j = 0; j <= t; j++) { row[j] = expf(row[j] - m); l += row[j]; }
+        for (int j = 0; j <= t; j++) { row[j] /= l; }
+        for (int j = t + 1; j < T; j++) { row[j] = 0.0f; }
+        if (head_lse != NULL) { head_lse[t] = m + logf(l); }
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -121,4 +152,98 @@ static attn_error attn_error_of(const float *got, const float *ref, const float 
     }
     e.err = max_err / scale;
     return e;
+}
+
+// ----------------------------------------------------------------------------
+// the harnesses' loops: over the shapes, then over the versions of the precision asked for
+
+// A table of versions has an unused [0], so that v numbers them as the command line does.
+#define N_VERSIONS(table) ((int)(sizeof(table) / sizeof(table[0])) - 1)
+
+// Before the loops: OpenBLAS single-threaded (version 2 calls sgemm from each OpenMP thread),
+// the kernels' arithmetic at the precision asked for (each version 1 has its own), and the
+// run's first line. pass: "forward" or "backward".
+static void attn_harness_start(const char *pass, const attn_options *o) {
+    openblas_set_num_threads(1);
+    gemm_set_precision(o->precision);
+    printf("attention %s, %s, %d threads, vector width %d floats\n", pass,
+           o->precision == PRECISION_BF16 ? "bf16" : "fp32", omp_get_max_threads(), ATTN_VW);
+}
+
+// Whether this run covers shapes[s]: --check skips those longer than ATTN_CHECK_MAX_T.
+static int attn_shape_runs(const attn_options *o, size_t s) {
+    return !o->check_only || shapes[s].T <= ATTN_CHECK_MAX_T;
+}
+
+// The FLOPs counted on shapes[s], n_products matrix products over the causal half
+// (2*B*NH*hs*T(T+1)/2 each), after printing the shape's line.
+static double attn_shape_begin(size_t s, int n_products) {
+    const int B = shapes[s].B, T = shapes[s].T, C = shapes[s].C, NH = shapes[s].NH, hs = C / NH;
+    const double flops = n_products * 2.0 * B * NH * hs * (double)T * (T + 1) / 2.0;
+    printf("B=%d T=%d C=%d NH=%d (hs=%d) %s: %.3f GFLOP\n", B, T, C, NH, hs, shapes[s].what, flops * 1e-9);
+    return flops;
+}
+
+// The random qkv (B,T,3C) of shapes[s], scaled by its amp.
+static float *attn_random_qkv(size_t s) {
+    const size_t n = (size_t)shapes[s].B * shapes[s].T * 3 * shapes[s].C;
+    float *qkv = make_random(n, 1 + s);
+    for (size_t i = 0; i < n; i++) { qkv[i] *= shapes[s].amp; }
+    return qkv;
+}
+
+// Whether version v runs: all do unless one was asked for, and in bf16 the kernel's versions
+// only on a path this build and CPU have (else its line says why it is skipped).
+// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up.
+static int attn_version_runs(const attn_options *o, int v, const char *name, int emulated) {
+    if (o->version && v != o->version) { return 0; }
+    const char *why;
+    if (o->precision == PRECISION_BF16 && v >= 2 && !attn_bf16_select_path(emulated, &why)) {
+        printf("  %d %-28s skipped: %s\n", v, name, why);
+        return 0;
+    }
+    return 1;
+}
+
+// The kernel on vdpbf16ps must give the emulated path's bits: whether version v is that one,
+// attn_call_emulated to run it again (call(ctx)) on the emulated path, and attn_paths_agree
+// to say whether the bits were the same.
+static int attn_is_vdpbf16ps(const attn_options *o, int v, int emulated) {
+    return o->precision == PRECISION_BF16 && v >= 2 && !emulated;
+}
+
+static void attn_call_emulated(void (*call)(void *), void *ctx) {
+    const char *why;
+    attn_bf16_select_path(1, &why);
+    call(ctx);
+    attn_bf16_select_path(0, &why);
+}
+
+static int attn_paths_agree(int same_bits) {
+    if (!same_bits) { printf("  MISMATCH: vdpbf16ps and the emulated path differ\n"); }
+    return same_bits;
+}
+
+// The end of version v on a shape: timed (best ms of call(ctx) in about half a second)
+// unless --check, and its line: time, errs (the errors, as the harness words them), OK or
+// FAIL, NONDETERMINISTIC unless a second run gave the same bits, and in bf16 the elements
+// off by rounding flips within their slack. Returns 1 if the version failed.
+static int attn_version_end(const attn_options *o, int v, const char *name, void (*call)(void *), void *ctx,
+                            double flops, const char *errs, int ok, int same, size_t flips) {
+    char timing[64] = "  (not timed)";
+    if (!o->check_only) {
+        const double ms = time_budget_ms(call, ctx, 500.0);
+        snprintf(timing, sizeof(timing), "%10.3f ms %8.2f GFLOP/s", ms, flops / (ms * 1e-3) * 1e-9);
+    }
+    printf("  %d %-28s %s   %s %s%s", v, name, timing, errs, ok ? "OK" : "FAIL", same ? "" : " NONDETERMINISTIC");
+    if (o->precision == PRECISION_BF16 && ok && flips > 0) { printf(" (%zu rounding flips)", flips); }
+    printf("\n");
+    return !ok || !same;
+}
+
+// After the loops: the verdict, and main's exit status.
+static int attn_harness_end(int failures) {
+    if (failures) { printf("%d FAILURES\n", failures); return 1; }
+    printf("all OK\n");
+    return 0;
 }

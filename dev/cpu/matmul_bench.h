@@ -102,9 +102,15 @@ static int check_rows(const char *what, const float *got, const float *ref, int 
     return check_close(what, got, ref, n, 1e-5) & check_close(what, got + tail, ref + tail, n, 1e-5);
 }
 
-// OpenBLAS runs with as many threads as our OpenMP kernels; our packing buffers are
-// allocated up front, as the trainer does at startup.
-static void matmul_bench_setup(void) {
+// The command line, [VERSION] (1..n_versions), returned (0: all); then OpenBLAS runs with as
+// many threads as our OpenMP kernels, and our packing buffers are allocated up front, as the
+// trainer does at startup.
+static int matmul_bench_start(int argc, char **argv, int n_versions) {
+    int only = 0;
+    if (argc > 1) {
+        only = atoi(argv[1]);
+        if (only < 1 || only > n_versions) { die("version must be 1..%d, got '%s'", n_versions, argv[1]); }
+    }
     openblas_set_num_threads(omp_get_max_threads());
     gemm_init();
     printf("threads: %d (OpenMP and OpenBLAS); OpenBLAS %s, core %s\n", omp_get_max_threads(),
@@ -112,4 +118,5 @@ static void matmul_bench_setup(void) {
     printf("times: best of 3 to 31 runs (about 0.4 s) after a warm-up, in %d alternating rounds of ours and\n"
            "OpenBLAS; GFLOP/s from each one's best round, ratio = median of the rounds' OpenBLAS ms / ours\n",
            MATMUL_ROUNDS);
+    return only;
 }

@@ -65,12 +65,7 @@ static void run(void *p) {
 }
 
 int main(int argc, char **argv) {
-    int only = 0;
-    if (argc > 1) {
-        only = atoi(argv[1]);
-        if (only < 1 || only > NVERSIONS) { die("version must be 1..%d, got '%s'", NVERSIONS, argv[1]); }
-    }
-    matmul_bench_setup();
+    const int only = matmul_bench_start(argc, argv, NVERSIONS);
     const int ours = only != 0 ? only : NVERSIONS;
     double ratio_sum_log = 0.0;
     int nratio = 0, all_ok = 1;
