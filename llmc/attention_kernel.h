@@ -1,0 +1,309 @@
+/*
+The arithmetic of attention.h: its tile sizes, the register tiles that compute every product
+(fp32 FMAs; bf16 pairs on vdpbf16ps, or emulated on fp32 FMAs with the same bits), and the
+packing of operands into the stack tiles (bf16 pair words, transposes through registers).
+attention.h walks the forward and backward passes over these; it says how the work is laid out.
+*/
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "gemm.h"  // the precision of the run, gemm_bf16_bits, and which bf16 path the CPU takes
+#include "vecmath.h"
+
+#define ATTN_VW VEC_WIDTH
+// Rows of a register tile: R x 2 accumulators + 2 vectors + 1 broadcast fit the
+// 32 registers of AVX-512 or the 16 of AVX2 and SSE.
+#define ATTN_R (ATTN_VW == 16 ? 12 : 6)
+#define ATTN_W (2 * ATTN_VW)   // queries (forward) or keys (backward) in one tile's two vectors
+#define ATTN_BK 64             // forward: keys per online-softmax block, a multiple of ATTN_W
+#define ATTN_G (128 / ATTN_W)  // forward: query tiles per group, sharing each packed key block
+#define ATTN_BLK 64            // backward: queries and keys per block, a multiple of ATTN_W
+#define ATTN_MAX_HS 128        // largest head size; sizes the stack tiles
+#define ATTN_MAX_T 8192        // longest sequence: the backward keeps dout.out of a head's rows on its stack
+
+// All vector helpers are static and inlined, so passing vectors by value has no ABI to keep.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// Lane i holds i.
+VEC_INLINE vint attn_iota(void) {
+    vint v;
+    for (int i = 0; i < ATTN_VW; i++) { v[i] = i; }
+    return v;
+}
+
+// The register tile: acc[r][v] += sum_{k<K} a[r*a_r + k*a_k] * b[k*ldb + v*ATTN_VW], r < R, v < 2.
+// a is read one scalar at a time (broadcast), b two aligned vectors at a time.
+// Called with a constant R (see ATTN_WITH_ROWS), so the accumulators stay in registers.
+VEC_INLINE void attn_tile(const int R, vfloat acc[ATTN_R][2], const float *a, ptrdiff_t a_r,
+                           ptrdiff_t a_k, const float *b, ptrdiff_t ldb, int K) {
+    for (int k = 0; k < K; k++) {
+        const vfloat b0 = *(const vfloat *)(b + k * ldb);
+        const vfloat b1 = *(const vfloat *)(b + k * ldb + ATTN_VW);
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const float ar = a[r * a_r + k * a_k];
+            acc[r][0] += ar * b0;
+            acc[r][1] += ar * b1;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// bf16 (--precision bf16): the same products on operands rounded to bf16, fp32 sums.
+//
+// A bf16 operand is packed as pair words (gemm_kernel_bf16.h): element k in the low half,
+// k+1 in the high half, so that vdpbf16ps adds both products of a pair into an fp32 lane
+// (the high one first). The broadcast side (a) holds the pairs of its k's, the vector side
+// (b) a row of pair words per pair of k's; strides count words and K counts pairs; an odd
+// last k pairs with 0. Without AVX512_BF16 in the build (it needs 16-lane vectors) or with
+// LLMC_BF16_EMULATE=1, fp32 FMAs over the same pairs in the instruction's order give the same
+// bits, denormals aside.
+
+typedef enum { ATTN_FP32, ATTN_BF16_EMULATED, ATTN_BF16_NATIVE } attn_arith;
+
+#if ATTN_VW == 16 && defined(__AVX512BF16__) && GEMM_HAVE_BF16_KERNEL
+#define ATTN_HAVE_BF16_NATIVE 1
+#else
+#define ATTN_HAVE_BF16_NATIVE 0
+#endif
+
+// The arithmetic of the products from now on: that of the matmuls (matmul_set_precision).
+static attn_arith attn_current_arith(void) {
+    if (gemm_precision == PRECISION_FP32) { return ATTN_FP32; }
+    return ATTN_HAVE_BF16_NATIVE && gemm_bf16_uses_native() ? ATTN_BF16_NATIVE : ATTN_BF16_EMULATED;
+}
+
+typedef uint32_t vuint __attribute__((vector_size(ATTN_VW * sizeof(float))));
+typedef uint32_t vuint_u __attribute__((vector_size(ATTN_VW * sizeof(float)), aligned(4), may_alias));
+
+// x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero (gemm_bf16_bits's rule).
+VEC_INLINE vuint attn_bf16_bits(vfloat x) {
+    const vuint u = (vuint)x;
+    const vuint nan = (vuint)((u & 0x7fffffffu) > 0x7f800000u);
+    const vuint rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return (rounded & ~nan) | ((u | 0x00400000u) & 0xffff0000u & nan);
+}
+
+// Pair words of lo and hi lane by lane, each rounded to bf16.
+VEC_INLINE vuint attn_bf16_pairs(vfloat lo, vfloat hi) { return attn_bf16_bits(hi) | (attn_bf16_bits(lo) >> 16); }
+
+// dst[p*ldd + c] = pair (src[2p][c], src[2p+1][c]) for p < (nr+1)/2, c < nc: two rows of
+// src (rows lds apart) make one row of words; an odd last row pairs with 0.
+static void attn_pack_row_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+    for (int p = 0; 2 * p < nr; p++) {
+        const float *lo = src + 2 * p * lds, *hi = lo + lds;
+        const int has_hi = 2 * p + 1 < nr;
+        int c = 0;
+        for (; c + ATTN_VW <= nc; c += ATTN_VW) {
+            *(vuint_u *)(dst + p * ldd + c) = attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0});
+        }
+        for (; c < nc; c++) { dst[p * ldd + c] = gemm_bf16_pair(lo[c], has_hi ? hi[c] : 0.0f); }
+    }
+}
+
+// dst[r*ldd + p] = pair (src[r][2p], src[r][2p+1]) for r < nr, p < (nc+1)/2: pairs along a
+// row; an odd last column pairs with 0.
+static void attn_pack_col_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+#if !defined(__clang__)
+    // the bf16 halves of 2 VW rounded floats, 2VW 16-bit lanes: lane m of the result is lane 2m+1
+    // (the high half of float m) of the two vectors side by side
+    typedef uint16_t vhalf __attribute__((vector_size(ATTN_VW * sizeof(float))));
+    vhalf odd;
+    for (int m = 0; m < 2 * ATTN_VW; m++) { odd[m] = (uint16_t)(2 * m + 1); }
+#endif
+    for (int r = 0; r < nr; r++) {
+        const float *s = src + r * lds;
+        int p = 0;
+#if !defined(__clang__)
+        for (; 2 * (p + ATTN_VW) <= nc; p += ATTN_VW) {
+            const vhalf a = (vhalf)attn_bf16_bits(vec_load(s + 2 * p));
+            const vhalf b = (vhalf)attn_bf16_bits(vec_load(s + 2 * p + ATTN_VW));
+            *(vuint_u *)(dst + r * ldd + p) = (vuint)__builtin_shuffle(a, b, odd);
+        }
+#endif
+        for (; 2 * p < nc; p++) { dst[r * ldd + p] = gemm_bf16_pair(s[2 * p], 2 * p + 1 < nc ? s[2 * p + 1] : 0.0f); }
+    }
+}
+
+// attn_tile over bf16 pairs: acc[r][v] += sum_{p<KP} a[r*a_r + p*a_p] . b[p*ldb + v*VW], a and
+// b pair words, each pair's high product added first, then its low one.
+//
+// The emulated version (fp32 FMAs on the pairs' halves: exact products, one rounding per add,
+// as the instruction) takes R at run time: it is not worth the code size of a version per R at
+// every call site, for a path that runs only on CPUs without AVX512_BF16 and in tests.
+// Not inlined: GCC 12 -O3 inlined it anyway into all 84 (call site, R) instantiations, which
+// tripled the compile time of the -DVEC_WIDTH=16 build (RTL PRE and load CSE after reload
+// over functions that had grown by 80%); noclone keeps IPA-CP from making a copy per R.
+#if defined(__clang__)  // has no noclone (and warns on it)
+#define ATTN_NOINLINE __attribute__((noinline))
+#else
+#define ATTN_NOINLINE __attribute__((noinline, noclone))
+#endif
+ATTN_NOINLINE static void attn_tile_bf16_emulated(int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
+                                    ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
+    for (int p = 0; p < KP; p++) {
+        const vuint b0 = *(const vuint *)(b + p * ldb), b1 = *(const vuint *)(b + p * ldb + ATTN_VW);
+        const vfloat b0_hi = (vfloat)(b0 & 0xffff0000u), b0_lo = (vfloat)(b0 << 16);
+        const vfloat b1_hi = (vfloat)(b1 & 0xffff0000u), b1_lo = (vfloat)(b1 << 16);
+        for (int r = 0; r < R; r++) {
+            const uint32_t w = a[r * a_r + p * a_p];
+            const uint32_t w_hi = w & 0xffff0000u, w_lo = w << 16;
+            float a_hi, a_lo;
+            memcpy(&a_hi, &w_hi, sizeof(a_hi));
+            memcpy(&a_lo, &w_lo, sizeof(a_lo));
+            acc[r][0] += a_hi * b0_hi;
+            acc[r][0] += a_lo * b0_lo;
+            acc[r][1] += a_hi * b1_hi;
+            acc[r][1] += a_lo * b1_lo;
+        }
+    }
+}
+
+#if ATTN_HAVE_BF16_NATIVE
+VEC_INLINE void attn_tile_bf16_native(const int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
+                                      ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
+    for (int p = 0; p < KP; p++) {
+        const __m512bh b0 = (__m512bh)(*(const __m512i *)(b + p * ldb));
+        const __m512bh b1 = (__m512bh)(*(const __m512i *)(b + p * ldb + ATTN_VW));
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r * a_r + p * a_p]);
+            acc[r][0] = (vfloat)_mm512_dpbf16_ps((__m512)acc[r][0], ar, b0);
+            acc[r][1] = (vfloat)_mm512_dpbf16_ps((__m512)acc[r][1], ar, b1);
+        }
+    }
+}
+#endif
+
+// One product of either kind: fp32 (a, b floats, K k's) or bf16 (pair words, K pairs).
+VEC_INLINE void attn_product(const int R, vfloat acc[ATTN_R][2], const void *a, ptrdiff_t a_r, ptrdiff_t a_k,
+                             const void *b, ptrdiff_t ldb, int K, attn_arith arith) {
+    if (arith == ATTN_FP32) {
+        attn_tile(R, acc, a, a_r, a_k, b, ldb, K);
+#if ATTN_HAVE_BF16_NATIVE
+    } else if (arith == ATTN_BF16_NATIVE) {
+        attn_tile_bf16_native(R, acc, a, a_r, a_k, b, ldb, K);
+#endif
+    } else {
+        // through a copy, so that acc's address does not escape to the call (acc stays in registers)
+        vfloat t[ATTN_R][2];
+        for (int r = 0; r < R; r++) { t[r][0] = acc[r][0], t[r][1] = acc[r][1]; }
+        attn_tile_bf16_emulated(R, t, a, a_r, a_k, b, ldb, K);
+        for (int r = 0; r < R; r++) { acc[r][0] = t[r][0], acc[r][1] = t[r][1]; }
+    }
+}
+
+// An operand of a product at word i: of the fp32 floats, or of the bf16 pair words.
+static inline const void *attn_words(int bf16, const float *fp32, const uint32_t *pairs, ptrdiff_t i) {
+    return bf16 ? (const void *)(pairs + i) : (const void *)(fp32 + i);
+}
+
+// Calls fn(rows, ...) with rows in 1..ATTN_R as a compile-time constant (vecmath.h).
+#if ATTN_R > 6
+#define ATTN_WIDE_ROWS VEC_CASES_ROWS_7_TO_12
+#else
+#define ATTN_WIDE_ROWS(fn, ...)
+#endif
+#define ATTN_WITH_ROWS(rows, fn, ...)                                                        \
+    do {                                                                                     \
+        switch (rows) {                                                                      \
+        VEC_CASES_ROWS_1_TO_6(fn, __VA_ARGS__)                                               \
+        ATTN_WIDE_ROWS(fn, __VA_ARGS__)                                                      \
+        default: break;                                                                      \
+        }                                                                                    \
+    } while (0)
+
+static inline int attn_min(int a, int b) { return a < b ? a : b; }
+
+// One round of attn_transpose_block: swaps the off-diagonal b x b sub-blocks of
+// every 2b x 2b block of the VW x VW block held in x[0..VW-1]. b is a constant,
+// so the lane masks are too.
+VEC_INLINE void attn_transpose_round(vfloat x[ATTN_VW], const int b) {
+    vint lo, hi;  // lanes of the shuffles: x[i]'s where bit b of the lane is clear, else x[i+b]'s
+    for (int l = 0; l < ATTN_VW; l++) {
+        lo[l] = (l & b) ? ATTN_VW + l - b : l;
+        hi[l] = (l & b) ? ATTN_VW + l : l + b;
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < ATTN_VW; i++) {
+        if (i & b) { continue; }
+        const vfloat top = x[i], bottom = x[i + b];
+#if defined(__clang__)  // has no __builtin_shuffle; it turns constant lane moves into shuffles itself
+        for (int l = 0; l < ATTN_VW; l++) {
+            x[i][l] = lo[l] < ATTN_VW ? top[lo[l]] : bottom[lo[l] - ATTN_VW];
+            x[i + b][l] = hi[l] < ATTN_VW ? top[hi[l]] : bottom[hi[l] - ATTN_VW];
+        }
+#else
+        x[i] = __builtin_shuffle(top, bottom, lo);
+        x[i + b] = __builtin_shuffle(top, bottom, hi);
+#endif
+    }
+}
+
+// Transposes the VW x VW block held in x[0..VW-1]: x[i] lane l becomes x[l] lane i.
+VEC_INLINE void attn_transpose_block(vfloat x[ATTN_VW]) {
+#if ATTN_VW == 16
+    attn_transpose_round(x, 8);
+#endif
+#if ATTN_VW >= 8
+    attn_transpose_round(x, 4);
+#endif
+    attn_transpose_round(x, 2);
+    attn_transpose_round(x, 1);
+}
+
+// dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc, or += scale * src[c*lds + r] if accumulate:
+// packs rows into columns and back, a VW x VW block at a time through registers.
+static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
+                           float scale, int accumulate) {
+    const int nr_full = nr / ATTN_VW * ATTN_VW, nc_full = nc / ATTN_VW * ATTN_VW;
+    for (int r0 = 0; r0 < nr_full; r0 += ATTN_VW) {
+        for (int c0 = 0; c0 < nc_full; c0 += ATTN_VW) {
+            vfloat x[ATTN_VW];
+            for (int c = 0; c < ATTN_VW; c++) { x[c] = *(const vfloat_u *)(src + (c0 + c) * lds + r0); }
+            attn_transpose_block(x);
+            for (int r = 0; r < ATTN_VW; r++) {
+                float *d = dst + (r0 + r) * ldd + c0;
+                vec_store(d, accumulate ? vec_load(d) + scale * x[r] : x[r]);
+            }
+        }
+    }
+    // the ragged edges, one element at a time
+    for (int r = 0; r < nr; r++) {
+        for (int c = r < nr_full ? nc_full : 0; c < nc; c++) {
+            float *d = dst + r * ldd + c;
+            *d = accumulate ? *d + scale * src[c * lds + r] : src[c * lds + r];
+        }
+    }
+}
+
+// Q^T, K^T or V^T (channels x positions) of nr positions of src (rows lds apart), nc channels:
+// dst[d*ldd + r] = src[r][d] for d < nc, r < nr, and 0 for nr <= r < ldd (positions past T).
+// With pairs (bf16): the pair words of the channel pairs in place of the channels, dst[p*ldd + r]
+// = pair (src[r][2p], src[r][2p+1]), packed along each row and transposed as they are (moves
+// only: the words' bits pass through); dst is the float view of the words. nr <= ATTN_BLK.
+static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
+                                 int pairs) {
+    const int rows = pairs ? (nc + 1) / 2 : nc;  // of dst
+    if (pairs) {
+        union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } words;
+        attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);
+        attn_transpose(dst, ldd, words.f, rows, rows, nr, 1.0f, 0);
+    } else {
+        attn_transpose(dst, ldd, src, lds, nc, nr, 1.0f, 0);
+    }
+    for (int d = 0; d < rows; d++) {
+        for (int r = nr; r < ldd; r++) { dst[d * ldd + r] = 0.0f; }
+    }
+}
+
+// dst[r*ldd + d] = src[r*lds + d] for r < nr, d < nc: rows of qkv (3C apart) or dout (C apart)
+// packed nc apart.
+static void attn_copy_rows(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+    for (int r = 0; r < nr; r++) { memcpy(dst + r * ldd, src + r * lds, (size_t)nc * sizeof(float)); }
+}
+
+#pragma GCC diagnostic pop
