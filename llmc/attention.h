@@ -629,5 +629,3 @@ static void attention_forward_cached(float *out, const float *q, const float *kc
 }
 
 #pragma GCC diagnostic pop
-
-#pragma GCC diagnostic pop
