@@ -48,6 +48,42 @@ typedef struct {
     int gelu;          // 1: C gets gelu(value)
 } gemm_tile_epilogue;
 
+// A micro-kernel reads and writes its tile of C (and reads cin: C itself or the caller's addend)
+// after its k loop, often from L3, where the previous k block left it. Its lines are fetched in
+// two steps: into L2 as the call starts (into_l1 0), and into L1 GEMM_C_LEAD k steps before the
+// loop ends (into_l1 1). Fetched into L1 at the start, they were evicted again on Zen 4 before
+// the end: its L1 (32 KiB) has room for the b panel (24 KiB) and little more, and a panels
+// stream through it. Measured on Zen 4 over GPT-2 124M's products, bit-identical results:
+// 1-2% faster (2-8% on T=1024's), fp32 and bf16 alike; 16 k steps were too few, 128 less good.
+#ifndef GEMM_C_LEAD
+#define GEMM_C_LEAD 64
+#endif
+static inline __attribute__((always_inline)) void gemm_fetch_tile(const int R, const int width, const float *c,
+                                                                  ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin,
+                                                                  const int into_l1) {
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++) {
+        if (into_l1) {
+            __builtin_prefetch(c + i * ldc, 1, 3);
+            __builtin_prefetch(c + i * ldc + width - 1, 1, 3);
+        } else {
+            __builtin_prefetch(c + i * ldc, 0, 1);
+            __builtin_prefetch(c + i * ldc + width - 1, 0, 1);
+        }
+    }
+    if (cin == NULL || cin == c) { return; }
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++) {
+        if (into_l1) {
+            __builtin_prefetch(cin + i * ldcin, 0, 3);
+            __builtin_prefetch(cin + i * ldcin + width - 1, 0, 3);
+        } else {
+            __builtin_prefetch(cin + i * ldcin, 0, 1);
+            __builtin_prefetch(cin + i * ldcin + width - 1, 0, 1);
+        }
+    }
+}
+
 // c (R x NR, row stride ldc) = epilogue(sum over k < kc of the first R rows of a panel (kc x MR)
 // x b panel (kc x NR)); cin and pre are R x NR too. R (1..MR) is a compile-time constant at every
 // call (gemm_micro_kernel below), so the accumulators stay in registers and a tile of the last,
@@ -55,21 +91,8 @@ typedef struct {
 static inline __attribute__((always_inline)) void
 gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float *restrict b, float *c,
                        ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
-    // The tile of C is written (and C or the addend read) after the k loop, typically from L3
-    // as the previous k block left it: ask for those lines now, so that the loads and stores
-    // at the end find them in L1.
-    #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) {
-        __builtin_prefetch(c + i * ldc, 1);
-        __builtin_prefetch(c + i * ldc + GEMM_NR - 1, 1);
-    }
-    if (ep->cin != NULL && ep->cin != c) {
-        #pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __builtin_prefetch(ep->cin + i * ep->ldcin);
-            __builtin_prefetch(ep->cin + i * ep->ldcin + GEMM_NR - 1);
-        }
-    }
+    gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, 0);
+    const int fetch_at = kc > GEMM_C_LEAD ? kc - GEMM_C_LEAD : 0;
     gemm_vf acc[GEMM_MR][GEMM_NV];
     #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
@@ -77,6 +100,7 @@ gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float
         for (int j = 0; j < GEMM_NV; j++) { acc[i][j] = (gemm_vf){0}; }
     }
     for (int k = 0; k < kc; k++) {
+        if (k == fetch_at) { gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, 1); }
         gemm_vf bk[GEMM_NV];
         #pragma GCC unroll 4
         for (int j = 0; j < GEMM_NV; j++) { bk[j] = ((const gemm_vf *)b)[j]; }

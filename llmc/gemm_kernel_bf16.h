@@ -33,7 +33,8 @@ when the CPU has it (gemm_bf16_native_available).
 #include <stdint.h>
 #include <string.h>
 
-#include "vecmath.h"  // VEC_CASES_ROWS_*
+#include "gemm_kernel.h"  // gemm_fetch_tile
+#include "vecmath.h"      // VEC_CASES_ROWS_*
 
 #define GEMM_BF16_MR 12
 #define GEMM_BF16_NR 32
@@ -85,19 +86,10 @@ GEMM_BF16_TARGET
 static inline __attribute__((always_inline)) void
 gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
                             ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias, gemm_bf16_fetch f) {
-    // the tile of C (and of cin) is touched after the k loop: fetch its lines now (gemm_kernel.h)
-    #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) {
-        __builtin_prefetch(c + i * ldc, 1);
-        __builtin_prefetch(c + i * ldc + GEMM_BF16_NR - 1, 1);
-    }
-    if (cin != NULL && cin != c) {
-        #pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            __builtin_prefetch(cin + i * ldcin);
-            __builtin_prefetch(cin + i * ldcin + GEMM_BF16_NR - 1);
-        }
-    }
+    // the tile of C (and of cin) is touched after the k loop: its lines into L2 now, into L1
+    // GEMM_C_LEAD pairs before the end (gemm_kernel.h)
+    gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, 0);
+    const int fetch_at = kcp > GEMM_C_LEAD ? kcp - GEMM_C_LEAD : 0;
     __m512 acc[GEMM_BF16_MR][2];
     #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
@@ -105,6 +97,7 @@ gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, co
         acc[i][1] = _mm512_setzero_ps();
     }
     for (int p = 0; p < kcp; p++) {
+        if (p == fetch_at) { gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, 1); }
         if (p < f.n) { __builtin_prefetch(f.line[p], 0, 2); }
         const __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)b);
         const __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(b + 16));
