@@ -57,6 +57,8 @@ from inside a parallel region.
 // share of L3. GEMM_MC is a multiple of GEMM_MR and GEMM_NC of GEMM_NR. The AVX2 values were
 // measured on Zen 3 (32 KiB L1, 512 KiB L2); the AVX-512 ones follow from Zen 4/5's caches
 // (32-48 KiB L1, 1 MiB L2: a 24 KiB b panel, 256 rows of BT in one block), not measured.
+// A build may set them (all three fp32 ones together) with -D: dev/cpu/gemm_ab times two builds.
+#ifndef GEMM_KC
 #if VEC_WIDTH == 16
 #  define GEMM_KC 192
 #  define GEMM_MC 264
@@ -70,14 +72,21 @@ from inside a parallel region.
 #  define GEMM_MC 120
 #  define GEMM_NC 4096
 #endif
+#endif
 
 // bf16 blocking (see "Precision" above). K is counted in pairs: a b panel of GEMM_BF16_KCP
 // pairs x 32 columns is 24 KiB, as the AVX-512 fp32 one. The emulated path packs the same
 // GEMM_BF16_KCP pairs per k block (the k blocks are part of the order of the sums, which the
 // two paths share) as 2 * GEMM_BF16_KCP floats, and half as many columns per B block.
+#ifndef GEMM_BF16_KCP
 #define GEMM_BF16_KCP 192
+#endif
+#ifndef GEMM_BF16_MC
 #define GEMM_BF16_MC 264
+#endif
+#ifndef GEMM_BF16_NC
 #define GEMM_BF16_NC 4096
+#endif
 #define GEMM_EMU_NC (GEMM_NC / 2)
 
 #define GEMM_MAX_THREADS 256
