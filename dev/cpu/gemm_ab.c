@@ -17,7 +17,8 @@ Without flags the two builds are the same: the ratios then show this machine's n
 #include "matmul_bench.h"
 
 typedef void gemm_build(int bf16, int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
-                        ptrdiff_t rs_b, ptrdiff_t cs_b, float *c);
+                        ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, const float *bias, const float *addend, int gelu,
+                        float *pre);
 gemm_build gemm_a, gemm_b;
 
 typedef struct {
@@ -26,14 +27,37 @@ typedef struct {
     const float *a, *b;
     ptrdiff_t rs_a, cs_a, rs_b, cs_b;
     float *c;
+    const float *bias, *addend;  // the epilogue, as in the model (see forward_epilogue)
+    int gelu;
+    float *pre;
 } product;
 
 static void run(void *p) {
     const product *r = p;
-    r->build(r->bf16, r->M, r->N, r->K, r->a, r->rs_a, r->cs_a, r->b, r->rs_b, r->cs_b, r->c);
+    r->build(r->bf16, r->M, r->N, r->K, r->a, r->rs_a, r->cs_a, r->b, r->rs_b, r->cs_b, r->c, r->bias, r->addend,
+             r->gelu, r->pre);
 }
 
 #define MAX_ROUNDS 31
+
+// The forward products' epilogues in the model (llmc/matmul.h, per matmul_shapes entry 0-8): the
+// bias, the residual add of the two projections, GELU with its input kept for the backward pass
+// (fc); none for the LM head. The products to the input and the weights have none (they
+// overwrite their gradients on a step's first backward pass).
+enum { EP_NONE, EP_BIAS, EP_RESIDUAL, EP_GELU };
+static const int forward_epilogue[9] = {EP_BIAS, EP_RESIDUAL, EP_GELU, EP_RESIDUAL,
+                                        EP_BIAS, EP_RESIDUAL, EP_GELU, EP_RESIDUAL, EP_NONE};
+static const char *const epilogue_names[] = {"", " + bias", " + bias + residual", " + bias, GELU (pre kept)"};
+
+// Largest |x - y| / (|x| + 1) over n values.
+static double max_rel_diff(const float *x, const float *y, size_t n) {
+    double max_rel = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)x[i] - y[i]) / (fabs((double)x[i]) + 1.0);
+        if (d > max_rel) { max_rel = d; }
+    }
+    return max_rel;
+}
 
 int main(int argc, char **argv) {
     const int bf16 = argc > 1 ? strcmp(argv[1], "bf16") == 0 : 1;
@@ -55,8 +79,12 @@ int main(int argc, char **argv) {
         if ((size_t)BT * C > nmax) { nmax = (size_t)BT * C; }
         if ((size_t)OC * C > nmax) { nmax = (size_t)OC * C; }
         float *ca = make_random(nmax, 4), *cb = make_random(nmax, 5);
+        float *pa = make_random((size_t)BT * OC, 6), *pb = make_random((size_t)BT * OC, 7);
+        const float *bias = make_random(OC, 8), *residual = make_random((size_t)BT * OC, 9);
+        const int ep = forward_epilogue[s];
         const product prods[3] = {  // as in matmul_bf16.c
-            {.M = BT, .N = OC, .K = C, .a = inp, .b = w, .rs_a = C, .cs_a = 1, .rs_b = 1, .cs_b = C},
+            {.M = BT, .N = OC, .K = C, .a = inp, .b = w, .rs_a = C, .cs_a = 1, .rs_b = 1, .cs_b = C,
+             .bias = ep != EP_NONE ? bias : NULL, .addend = ep == EP_RESIDUAL ? residual : NULL, .gelu = ep == EP_GELU},
             {.M = BT, .N = C, .K = OC, .a = dout, .b = w, .rs_a = OC, .cs_a = 1, .rs_b = C, .cs_b = 1},
             {.M = OC, .N = C, .K = BT, .a = dout, .b = inp, .rs_a = 1, .cs_a = OC, .rs_b = C, .cs_b = 1},
         };
@@ -66,13 +94,11 @@ int main(int argc, char **argv) {
             A.build = gemm_a, B.build = gemm_b;
             A.bf16 = B.bf16 = bf16;
             A.c = ca, B.c = cb;
+            if (A.gelu) { A.pre = pa, B.pre = pb; }
             run(&A);
             run(&B);
-            double max_rel = 0.0;
-            for (size_t i = 0; i < (size_t)A.M * A.N; i++) {
-                const double d = fabs((double)ca[i] - cb[i]) / (fabs((double)ca[i]) + 1.0);
-                if (d > max_rel) { max_rel = d; }
-            }
+            double max_rel = max_rel_diff(ca, cb, (size_t)A.M * A.N);
+            if (A.gelu) { max_rel = fmax(max_rel, max_rel_diff(pa, pb, (size_t)A.M * A.N)); }
             differ |= max_rel > 0.0;
             double ratio[MAX_ROUNDS], best_a = INFINITY, best_b = INFINITY;
             for (int r = 0; r < rounds; r++) {
@@ -82,14 +108,14 @@ int main(int argc, char **argv) {
                 ratio[r] = ta / tb;
             }
             const double flops = 2.0 * A.M * A.N * A.K, med = median_of(ratio, rounds);
-            printf("%-18s %s M=%-5d N=%-5d K=%-5d A %8.3f ms %6.1f GFLOP/s | B %8.3f ms %6.1f GFLOP/s | A/B %.3f | %s\n",
+            printf("%-18s %s M=%-5d N=%-5d K=%-5d A %8.3f ms %6.1f GFLOP/s | B %8.3f ms %6.1f GFLOP/s | A/B %.3f | %s%s\n",
                    sh.name, names[q], A.M, A.N, A.K, best_a, gflops(flops, best_a), best_b, gflops(flops, best_b), med,
-                   max_rel == 0.0 ? "same bits" : "results differ");
+                   max_rel == 0.0 ? "same bits" : "results differ", q == 0 ? epilogue_names[ep] : "");
             if (max_rel > 0.0) { printf("  largest |A - B| / (|A| + 1): %.2e\n", max_rel); }
             log_sum += log(med);
             n++;
         }
-        free(inp); free(w); free(dout); free(ca); free(cb);
+        free(inp); free(w); free(dout); free(ca); free(cb); free(pa); free(pb); free((void *)bias); free((void *)residual);
     }
     printf("geometric mean of A/B over %d products: %.4f; results %s\n", n, exp(log_sum / n),
            differ ? "differ (B sums in another order)" : "bit-identical");

@@ -6,9 +6,12 @@ GEMM_C_LEAD, ...: each a -D that llmc/gemm.h or its kernels take). Not a harness
 #include <stdlib.h>
 #include "llmc/matmul.h"
 
-// C (M, N) = A . B in the given precision (0 fp32, 1 bf16), as gemm.h's gemm with no epilogue.
+// C (M, N) = epilogue(A . B) in the given precision (0 fp32, 1 bf16), as gemm.h's gemm: bias, addend
+// and pre may be NULL (pre is written only with gelu); addend and pre are (M, N) like C.
 void GEMM_AB_NAME(int bf16, int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
-                  ptrdiff_t rs_b, ptrdiff_t cs_b, float *c) {
+                  ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, const float *bias, const float *addend, int gelu,
+                  float *pre) {
     matmul_set_precision(bf16 ? PRECISION_BF16 : PRECISION_FP32);
-    gemm(M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, N, NULL);
+    const gemm_epilogue ep = {.addend = addend, .ld_addend = N, .bias = bias, .gelu = gelu, .pre = pre, .ld_pre = N};
+    gemm(M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, N, &ep);
 }
