@@ -361,7 +361,7 @@ static void gemm_pack_b_path(const gemm_blocking *g, int kc, int nc, const float
     }
 }
 
-// The epilogue of a vdpbf16ps tile of fewer than NR columns, or the GELU of any: tile holds the sums
+// The epilogue of a vdpbf16ps tile of fewer than NR columns: tile holds the sums
 // (GEMM_BF16_MR x GEMM_BF16_NR, 64-byte aligned, overwritten); the mr x nr corner goes to c with the same operations, in the
 // same order, as the fp32 micro-kernel's epilogue (addend, then bias, then GELU by gelu_vec),
 // so both bf16 paths give the same bits.
@@ -379,6 +379,19 @@ static void gemm_tile_finish(float *tile, int mr, int nr, float *c, ptrdiff_t ld
             for (int j = 0; j < GEMM_BF16_NR; j += GEMM_VEC) { *(gemm_vf *)(t + j) = gelu_vec(*(gemm_vf *)(t + j)); }
         }
         memcpy(c + i * ldc, t, nr * sizeof(float));
+    }
+}
+
+// The GELU of a full vdpbf16ps tile: c (mr x GEMM_BF16_NR) = gelu(val), by gelu_vec as in the fp32
+// micro-kernel. val is the tile's value, written by the micro-kernel to pre (or to a scratch
+// tile): going through an aligned scratch tile and copying it to pre and C row by row took a
+// tenth of fc's forward product (dev/cpu/gemm_ab), the lines of both fetched by no one.
+static void gemm_tile_gelu(int mr, const float *val, ptrdiff_t ld_val, float *c, ptrdiff_t ldc) {
+    for (int i = 0; i < mr; i++) {
+        #pragma GCC unroll 4
+        for (int j = 0; j < GEMM_BF16_NR; j += GEMM_VEC) {
+            *(gemm_vfu *)(c + i * ldc + j) = gelu_vec(*(const gemm_vfu *)(val + i * ld_val + j));
+        }
     }
 }
 
@@ -496,13 +509,16 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
                     continue;
                 }
                 float tile[GEMM_BF16_MR * GEMM_BF16_NR] __attribute__((aligned(64)));
-                if (nr == GEMM_BF16_NR) {  // addend and bias in registers, GELU here
-                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, tep.cin, tep.ldcin, tep.bias, f);
-                    tep.cin = NULL;
-                    tep.bias = NULL;
-                } else {  // fewer than NR columns: only its mr x nr corner of cin and bias may be read
-                    gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL, f);
+                if (nr == GEMM_BF16_NR) {  // GELU: the value to pre (or a scratch tile), its GELU to C
+                    float *val = tep.pre != NULL ? tep.pre : tile;
+                    const ptrdiff_t ld_val = tep.pre != NULL ? tep.ldpre : GEMM_BF16_NR;
+                    gemm_fetch_rows(mr, GEMM_BF16_NR, ctile, ldc, 1, 0);  // C's lines into L2 meanwhile
+                    gemm_micro_kernel_bf16(mr, kc, ap, bp, val, ld_val, tep.cin, tep.ldcin, tep.bias, f);
+                    gemm_tile_gelu(mr, val, ld_val, ctile, ldc);
+                    continue;
                 }
+                // fewer than NR columns: only its mr x nr corner of cin and bias may be read
+                gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL, f);
                 gemm_tile_finish(tile, mr, nr, ctile, ldc, &tep);
                 continue;
             }

@@ -22,9 +22,9 @@ The micro-kernel: a GEMM_BF16_MR x GEMM_BF16_NR tile (12 x 32: 24 accumulators o
     b panel: kcp x NR words, b[p*NR + j] = bf16 pair (B(2p, j), B(2p+1, j))
 It adds the addend (or C) and the bias in registers, in the fp32 micro-kernel's order, and
 writes the tile to C; a tile of the last, partial row panel runs as a kernel of that many
-rows. GELU, and tiles of fewer than NR columns (written through an aligned MR x NR scratch
-tile), go through gemm.h's gemm_tile_finish, the same fp32 code as the fp32 micro-kernel's
-epilogue. It is
+rows. GELU (gemm.h's gemm_tile_gelu, after the kernel has written the value to pre) and tiles
+of fewer than NR columns (written through an aligned MR x NR scratch tile, gemm_tile_finish)
+run the same fp32 code as the fp32 micro-kernel's epilogue. It is
 compiled for AVX512_BF16 by a target attribute whatever the build's -march, and only called
 when the CPU has it (gemm_bf16_native_available).
 */
@@ -81,14 +81,14 @@ typedef struct {
 // done in registers. R (1..MR) is a compile-time constant at every call (gemm_micro_kernel_bf16
 // below), so the accumulators stay in registers: a panel of fewer than MR rows at the bottom
 // of C (M = B*T = 256 leaves 4) costs R rows' work, not MR's.
-// GELU is not applied here (gemm.h's gemm_tile_finish does it, with the fp32 kernel's code).
+// GELU is not applied here (gemm.h's gemm_tile_gelu does it, with the fp32 kernel's code).
 GEMM_BF16_TARGET
 static inline __attribute__((always_inline)) void
 gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
                             ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias, gemm_bf16_fetch f) {
     // the tile of C (and of cin) is touched after the k loop: its lines into L2 now, into L1
     // GEMM_C_LEAD pairs before the end (gemm_kernel.h)
-    gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, 0);
+    gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, NULL, 0, 0);
     const int fetch_at = kcp > GEMM_C_LEAD ? kcp - GEMM_C_LEAD : 0;
     __m512 acc[GEMM_BF16_MR][2];
     #pragma GCC unroll 16
@@ -97,7 +97,7 @@ gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, co
         acc[i][1] = _mm512_setzero_ps();
     }
     for (int p = 0; p < kcp; p++) {
-        if (p == fetch_at) { gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, 1); }
+        if (p == fetch_at) { gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, NULL, 0, 1); }
         if (p < f.n) { __builtin_prefetch(f.line[p], 0, 2); }
         const __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)b);
         const __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(b + 16));

@@ -57,6 +57,7 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"
     "llmc/gemm.h|s/ + (size_t)(ic - m0) \* gemm_panel_words(g, ku);/;/|0|every row block of the shared packed A read from the first one's place"
     "llmc/gemm.h|s/panels \* (part + 1) \/ parts \* g->mr);/panels * (part + 1) \/ parts * g->mr - g->mr);/|0|each thread's share of the shared A packing one panel short"
+    "llmc/gemm.h|s/gelu_vec(\*(const gemm_vfu \*)(val + i \* ld_val + j))/gelu_vec(*(const gemm_vfu *)(val + i * GEMM_BF16_NR + j))/|1|the GELU of a full native tile reading its value (in pre) a scratch tile's row length apart"
 )
 has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
