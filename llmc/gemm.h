@@ -361,6 +361,19 @@ static void gemm_pack_b_path(const gemm_blocking *g, int kc, int nc, const float
     }
 }
 
+// The GELU of mr rows of a vdpbf16ps tile, all GEMM_BF16_NR columns: c = gelu(val), by gelu_vec as
+// in the fp32 micro-kernel (c may be val). For a full tile, val is its value, written by the
+// micro-kernel to pre (or to a scratch tile): going through an aligned scratch tile and copying it to pre and C row by row took a
+// tenth of fc's forward product (dev/cpu/gemm_ab), the lines of both fetched by no one.
+static void gemm_tile_gelu(int mr, const float *val, ptrdiff_t ld_val, float *c, ptrdiff_t ldc) {
+    for (int i = 0; i < mr; i++) {
+        #pragma GCC unroll 4
+        for (int j = 0; j < GEMM_BF16_NR; j += GEMM_VEC) {
+            *(gemm_vfu *)(c + i * ldc + j) = gelu_vec(*(const gemm_vfu *)(val + i * ld_val + j));
+        }
+    }
+}
+
 // The epilogue of a vdpbf16ps tile of fewer than NR columns: tile holds the sums
 // (GEMM_BF16_MR x GEMM_BF16_NR, 64-byte aligned, overwritten); the mr x nr corner goes to c with the same operations, in the
 // same order, as the fp32 micro-kernel's epilogue (addend, then bias, then GELU by gelu_vec),
@@ -376,22 +389,9 @@ static void gemm_tile_finish(float *tile, int mr, int nr, float *c, ptrdiff_t ld
         }
         if (ep->gelu) {
             if (ep->pre != NULL) { memcpy(ep->pre + i * ep->ldpre, t, nr * sizeof(float)); }
-            for (int j = 0; j < GEMM_BF16_NR; j += GEMM_VEC) { *(gemm_vf *)(t + j) = gelu_vec(*(gemm_vf *)(t + j)); }
+            gemm_tile_gelu(1, t, GEMM_BF16_NR, t, GEMM_BF16_NR);
         }
         memcpy(c + i * ldc, t, nr * sizeof(float));
-    }
-}
-
-// The GELU of a full vdpbf16ps tile: c (mr x GEMM_BF16_NR) = gelu(val), by gelu_vec as in the fp32
-// micro-kernel. val is the tile's value, written by the micro-kernel to pre (or to a scratch
-// tile): going through an aligned scratch tile and copying it to pre and C row by row took a
-// tenth of fc's forward product (dev/cpu/gemm_ab), the lines of both fetched by no one.
-static void gemm_tile_gelu(int mr, const float *val, ptrdiff_t ld_val, float *c, ptrdiff_t ldc) {
-    for (int i = 0; i < mr; i++) {
-        #pragma GCC unroll 4
-        for (int j = 0; j < GEMM_BF16_NR; j += GEMM_VEC) {
-            *(gemm_vfu *)(c + i * ldc + j) = gelu_vec(*(const gemm_vfu *)(val + i * ld_val + j));
-        }
     }
 }
 
