@@ -363,8 +363,9 @@ static void gemm_pack_b_path(const gemm_blocking *g, int kc, int nc, const float
 
 // The GELU of mr rows of a vdpbf16ps tile, all GEMM_BF16_NR columns: c = gelu(val), by gelu_vec as
 // in the fp32 micro-kernel (c may be val). For a full tile, val is its value, written by the
-// micro-kernel to pre (or to a scratch tile): going through an aligned scratch tile and copying it to pre and C row by row took a
-// tenth of fc's forward product (dev/cpu/gemm_ab), the lines of both fetched by no one.
+// micro-kernel to pre (or to a scratch tile). Going through an aligned scratch tile and copying
+// it to pre and C row by row took a tenth of fc's forward product (dev/cpu/gemm_ab), the lines
+// of both fetched by no one.
 static void gemm_tile_gelu(int mr, const float *val, ptrdiff_t ld_val, float *c, ptrdiff_t ldc) {
     for (int i = 0; i < mr; i++) {
         #pragma GCC unroll 4

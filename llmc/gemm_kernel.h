@@ -51,10 +51,11 @@ typedef struct {
 // A micro-kernel reads and writes its tile of C (reads cin: C itself or the caller's addend;
 // writes pre, with GELU) after its k loop, often from L3, where the previous k block left it.
 // Its lines are fetched in two steps: into L2 as the call starts (into_l1 0), and into L1
-// GEMM_C_LEAD k steps before the loop ends (into_l1 1). Fetched into L1 at the start, they were evicted again on Zen 4 before
-// the end: its L1 (32 KiB) has room for the b panel (24 KiB) and little more, and a panels
-// stream through it. Measured on Zen 4 over GPT-2 124M's products, bit-identical results:
-// 1-2% faster (2-8% on T=1024's), fp32 and bf16 alike; 16 k steps were too few, 128 less good.
+// GEMM_C_LEAD k steps before the loop ends (into_l1 1). Fetched into L1 at the start, they were
+// evicted again on Zen 4 before the end: its L1 (32 KiB) has room for the b panel (24 KiB) and
+// little more, and a panels stream through it. Measured on Zen 4 over GPT-2 124M's products,
+// bit-identical results: 1-2% faster (2-8% on T=1024's), fp32 and bf16 alike; 16 k steps were
+// too few, 128 less good.
 // Fetching pre too made fc's forward product (GELU) 2% faster in fp32 at T=64.
 #ifndef GEMM_C_LEAD
 #define GEMM_C_LEAD 64
@@ -96,7 +97,8 @@ static inline __attribute__((always_inline)) void gemm_fetch_tile(const int R, c
 static inline __attribute__((always_inline)) void
 gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float *restrict b, float *c,
                        ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
-    gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, ep->gelu ? ep->pre : NULL, ep->ldpre, 0);
+    const float *pre = ep->gelu ? ep->pre : NULL;  // written after the k loop
+    gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, pre, ep->ldpre, 0);
     const int fetch_at = kc > GEMM_C_LEAD ? kc - GEMM_C_LEAD : 0;
     gemm_vf acc[GEMM_MR][GEMM_NV];
     #pragma GCC unroll 16
@@ -105,7 +107,7 @@ gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float
         for (int j = 0; j < GEMM_NV; j++) { acc[i][j] = (gemm_vf){0}; }
     }
     for (int k = 0; k < kc; k++) {
-        if (k == fetch_at) { gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, ep->gelu ? ep->pre : NULL, ep->ldpre, 1); }
+        if (k == fetch_at) { gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, pre, ep->ldpre, 1); }
         gemm_vf bk[GEMM_NV];
         #pragma GCC unroll 4
         for (int j = 0; j < GEMM_NV; j++) { bk[j] = ((const gemm_vf *)b)[j]; }
