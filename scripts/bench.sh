@@ -43,7 +43,7 @@ CAL_SHAPE=${CAL_SHAPE:-4x64}
 CAL_STEPS=${CAL_STEPS:-3}
 STEPS=${STEPS:-}
 TORCH_BF16=${TORCH_BF16:-auto}
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 shard=data/tinyshakespeare/tiny_shakespeare_train_000000.bin
 
 die() { echo "error: $*" >&2; exit 1; }

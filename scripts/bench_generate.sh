@@ -24,7 +24,7 @@ THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 NEW=${NEW:-64}
 DEPTH=${DEPTH:-d12}
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 case $DEPTH in d6|d12|d24) ;; *) echo "error: DEPTH=$DEPTH: expected d6, d12 or d24" >&2; exit 1 ;; esac
 for v in THREADS ROUNDS NEW; do
     [[ ${!v} =~ ^[1-9][0-9]{0,3}$ ]] || { echo "error: $v=${!v}: expected a whole number from 1 to 9999" >&2; exit 1; }

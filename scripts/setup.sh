@@ -6,14 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# build-essential, zlib: the programs. python3-torch, python3-numpy: the PyTorch
-# reference. python3-regex, unicode-data, nodejs, npm: the tokenizer's references
-# and table check. libopenblas-dev, libdnnl-dev: the yardsticks of dev/cpu (fp32, bf16). gnuplot-nox: loss
+# build-essential, zlib: the programs. python3-venv: the project venv (.venv, from
+# requirements.txt: PyTorch, tiktoken, transformers). unicode-data, nodejs, npm: the
+# tokenizer's table check and reference. libopenblas-dev, libdnnl-dev: the yardsticks of dev/cpu (fp32, bf16). gnuplot-nox: loss
 # plots. linux-perf: make profile. curl: downloads when no local copy is given.
 # openmpi-bin, libopenmpi-dev: data-parallel training (mpirun, mpicc); iproute2: the
 # two-host test's network namespaces. clang, libclang-rt-14-dev: the libFuzzer harnesses
 # (make fuzz).
-PACKAGES="build-essential zlib1g-dev python3-torch python3-numpy python3-regex unicode-data
+PACKAGES="build-essential zlib1g-dev python3-venv unicode-data
           libopenblas-dev libdnnl-dev gnuplot-nox linux-perf curl openmpi-bin libopenmpi-dev iproute2
           clang libclang-rt-14-dev"
 PACKAGES="$PACKAGES libgoogle-perftools4"  # tcmalloc, preloaded into make bench's PyTorch
@@ -31,5 +31,6 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing
 fi
 
+bash scripts/setup_venv.sh
 make -j"$(nproc)" all
 bash scripts/setup_data.sh

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 SECONDS_TOTAL=${SOAK_SECONDS:-1800}
 STEPS=${SOAK_STEPS:-400}
 RANDOM=${SOAK_SEED:-$$}
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 
 work=${SOAK_DIR:-$(mktemp -d)}
 mkdir -p "$work"

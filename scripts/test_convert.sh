@@ -6,7 +6,7 @@
 # (python3-transformers is not in Debian: GPT2LMHeadModel itself is not run here.)
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

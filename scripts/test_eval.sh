@@ -6,7 +6,7 @@
 # "s:STEP eval:ACC" lines; bad input; deliberately broken scoring must fail.
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 VAL="data/tinyshakespeare/tiny_shakespeare_val_*.bin"

@@ -3,7 +3,7 @@
 # and generate from the shell: determinism, greedy, prompts, decoders, end-of-text, bad input.
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

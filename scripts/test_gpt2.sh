@@ -2,7 +2,7 @@
 # deliberately broken kernels that must fail the check, and bad input files.
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 
 # reference NAME ARGS...: writes data/ref/NAME with scripts/gpt2_reference.py,
 # unless it is there already from the same script and arguments.

@@ -4,7 +4,7 @@
 # (network namespaces). OpenMPI over TCP, one thread per rank, a tiny 2-layer model.
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 
 if ! command -v mpirun > /dev/null; then
     echo "SKIP test_mpi.sh: mpirun not found (install openmpi-bin libopenmpi-dev: make setup)"

@@ -3,7 +3,7 @@
 # non-finite steps, the loss plot. Uses the small "odd" reference model (V=517).
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
 if [ ! -f $model ]; then fail "resume tests" "$model is missing (scripts/test_gpt2.sh writes it)"; exit 0; fi

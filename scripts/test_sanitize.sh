@@ -5,7 +5,7 @@
 # zero sanitizer reports (leak checking on, OpenMP on 2 threads).
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

@@ -3,7 +3,7 @@
 # what happened (llmc/dataloader.h), never a crash or other tokens.
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
 if [ ! -f $model ]; then fail "shard change tests" "$model is missing (scripts/test_gpt2.sh writes it)"; exit 0; fi

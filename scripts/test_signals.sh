@@ -7,7 +7,7 @@
 # Uses the small "odd" reference model (V=517) and the synthetic shards.
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
 if [ ! -f $model ]; then fail "signal tests" "$model is missing (scripts/test_gpt2.sh writes it)"; exit 0; fi

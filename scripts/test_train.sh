@@ -2,7 +2,7 @@
 # Uses the small "odd" reference model (V=517) and a synthetic dataset.
 set -u
 source scripts/testlib.sh
-PY=/usr/bin/python3
+PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
 if [ ! -f $model ]; then
