@@ -74,7 +74,7 @@ if [ -n "${GPT2_VOCAB_DIR:-}" ]; then
     copy_if_changed "$GPT2_VOCAB_DIR/encoder.json" data/gpt2/encoder.json
     copy_if_changed "$GPT2_VOCAB_DIR/vocab.bpe" data/gpt2/vocab.bpe
 else
-    echo "vocabulary: OpenAI's GPT-2 files ($GPT2_VOCAB_URL)"
+    echo "vocabulary: data/gpt2, downloaded from $GPT2_VOCAB_URL where missing"
     download "$GPT2_VOCAB_URL/encoder.json" data/gpt2/encoder.json "$ENCODER_JSON_SHA256" "set GPT2_VOCAB_DIR to a local copy"
     download "$GPT2_VOCAB_URL/vocab.bpe" data/gpt2/vocab.bpe "$VOCAB_BPE_SHA256" "set GPT2_VOCAB_DIR to a local copy"
 fi
