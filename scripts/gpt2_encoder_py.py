@@ -1,14 +1,12 @@
-#!/usr/bin/env python3
 """
 The second reference encoder for the tests: OpenAI's original GPT-2 encoder
 (gpt-2/src/encoder.py, MIT license, (c) 2019 OpenAI). bytes_to_unicode, get_pairs
 and the Encoder's bpe/encode are copied unchanged; only the file loading takes a
-directory and the decoding is left out. Debian's python3-regex provides the
-`regex` module it imports.
-Unlike the npm package, it uses \\s as Unicode's White_Space, so it must agree with
-./tokenize everywhere, U+0085 and U+FEFF included.
+directory and the decoding is left out. The `regex` module it imports is in the
+project's .venv (requirements.txt). Its \\s is Unicode's White_Space, so it must agree
+with ./tokenize and tiktoken everywhere, U+0085 and U+FEFF included.
 
-    python3 scripts/gpt2_encoder_py.py VOCAB_DIR FILE > ids.txt
+    .venv/bin/python scripts/gpt2_encoder_py.py VOCAB_DIR FILE > ids.txt
 
 FILE must be valid UTF-8 (a Python str cannot hold other bytes). Ids one per line.
 """
@@ -113,7 +111,7 @@ def get_encoder(models_dir):
 
 if __name__ == '__main__':
     if len(sys.argv) != 3:
-        sys.exit('usage: python3 gpt2_encoder_py.py VOCAB_DIR FILE')
+        sys.exit('usage: gpt2_encoder_py.py VOCAB_DIR FILE')
     enc = get_encoder(sys.argv[1])
     with open(sys.argv[2], 'rb') as f:
         text = f.read().decode('utf-8')  # strict: invalid UTF-8 is an error

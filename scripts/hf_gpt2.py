@@ -2,11 +2,14 @@
 GPT-2 weights between llm.c's model file and Hugging Face's layout, shared by
 scripts/hf_to_llmc.py and scripts/llmc_to_hf.py (and the tests' HF writer).
 
-safetensors is read and written here with json + numpy (Debian has no
-safetensors package): an 8-byte little-endian header length N, N bytes of JSON
-({name: {"dtype", "shape", "data_offsets": [begin, end]}, optional
-"__metadata__": {str: str}}), then the raw little-endian tensor bytes, offsets
-relative to the end of the header.
+safetensors is read and written here with json + numpy: an 8-byte little-endian
+header length N, N bytes of JSON ({name: {"dtype", "shape", "data_offsets": [begin,
+end]}, optional "__metadata__": {str: str}}), then the raw little-endian tensor
+bytes, offsets relative to the end of the header. Not the safetensors library:
+its numpy interface cannot hold bf16 (its torch one would make every conversion
+load PyTorch), and its errors do not name the tensor and the problem as ours do.
+scripts/test_convert.sh checks this code against transformers both ways (our
+files through GPT2LMHeadModel.from_pretrained, save_pretrained's through ours).
 
 Every problem with an input is raised as BadInput with a one-line message; the
 scripts print it as "error: ..." and exit 1.

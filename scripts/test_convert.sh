@@ -2,15 +2,16 @@
 # GPT-2 in Hugging Face's layout (safetensors and pytorch_model.bin, with and without
 # the "transformer." prefix, lm_head and the mask buffers) -> llm.c; test_gpt2 against
 # a PyTorch forward/backward of the HF weights; llm.c -> HF -> llm.c bit-identical; bf16
-# export = round to nearest even; every refusal gives one line and leaves outputs alone.
-# (python3-transformers is not in Debian: GPT2LMHeadModel itself is not run here.)
+# export = round to nearest even; every refusal gives one line and leaves outputs alone;
+# transformers' own GPT2LMHeadModel (scripts/hf_check.py, offline) on the exports (fp32, bf16)
+# and on models transformers saved: eval's loss and generate's greedy tokens.
 set -u
 source scripts/testlib.sh
 PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-nice -n 15 make -s test_gpt2 train_gpt2 >/dev/null || { fail "build" "make test_gpt2 train_gpt2 failed"; exit 0; }
+nice -n 15 make -s test_gpt2 train_gpt2 eval generate >/dev/null || { fail "build" "make test_gpt2 train_gpt2 eval generate failed"; exit 0; }
 
 # A config with 2 heads of 64 (so a checkpoint without config.json can be read from its
 # shapes), a vocabulary that is not a multiple of 128, and T < maxT.
@@ -267,3 +268,144 @@ for entry in "${CONVERT_MUTANTS[@]}"; do
     if cmp -s "scripts/$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; continue; fi
     if $check "$dir"; then fail "mutant caught: $what" "$check still passes"; else pass "mutant caught: $what ($check fails)"; fi
 done
+
+# ----------------------------------------------------------------------------
+# transformers' own GPT2LMHeadModel (offline, from local directories) judges both converters:
+# on the same batches it must give eval's loss, from the same prompt generate's greedy tokens.
+# The model is small (3 layers, C=64) but trained (50 steps of train_gpt2 on Tiny Shakespeare,
+# from a model that transformers initialized and saved), so its logits are not near ties.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+VAL=data/tinyshakespeare/tiny_shakespeare_val_000000.bin
+EVAL_BATCHES="4 64 8"  # B T batches: eval -b -t -m, and hf_check.py loss
+PROMPT="First Citizen:"
+hf=$tmp/hf
+mkdir -p "$hf"
+# eval_loss MODEL [EVAL OPTIONS]: eval's mean loss over the batches
+eval_loss() {
+    local m=$1 b t n; shift
+    read -r b t n <<< "$EVAL_BATCHES"
+    ./eval -e "$m" -j "$VAL" -b "$b" -t "$t" -m "$n" "$@" 2> /dev/null | sed -n 's/^val loss \([0-9.]*\) .*/\1/p'
+}
+# within GOT WANT REL: |GOT - WANT| <= REL * |WANT|
+within() {
+    [ -n "$1" ] && [ -n "$2" ] &&
+        awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= r * b) }'
+}
+# close NAME GOT WANT REL
+close() {
+    if within "$2" "$3" "$4"; then pass "$1 ($2 vs $3)"; else fail "$1" "${2:-nothing} vs ${3:-nothing}: not within $4 relative"; fi
+}
+# hf_line N: line N of the last hf_check.py run's output
+hf_line() { sed -n "${1}p" "$hf/check.out"; }
+
+if [ ! -f "$VAL" ]; then
+    fail "transformers' GPT2LMHeadModel checks" "no $VAL: run make setup (scripts/setup_data.sh)"
+elif ! $PY scripts/hf_check.py init "$hf/init" --layers 3 --heads 2 --channels 64 --max-seq-len 64 \
+        + loss "$hf/init" "$VAL" $EVAL_BATCHES > "$hf/check.out" 2> "$hf/check.log"; then
+    fail "transformers' GPT2LMHeadModel checks" "hf_check.py init: $(tail -n 1 "$hf/check.log")"
+else
+    # (b) a model saved by transformers' save_pretrained (safetensors) converts to its loss ...
+    expect_ok "hf_to_llmc of a model transformers initialized and saved" $PY scripts/hf_to_llmc.py "$hf/init" "$hf/init.bin"
+    close "save_pretrained's fresh model: eval's loss = GPT2LMHeadModel's" "$(eval_loss "$hf/init.bin")" "$(hf_line 1)" 1e-5
+    # ... and trains
+    if OMP_NUM_THREADS=2 nice -n 15 ./train_gpt2 -e "$hf/init.bin" -b 4 -t 64 -x 50 -l 3e-3 -u 5 -v 0 -s 0 -n 50 \
+            -o "$hf/run" > "$hf/train.log" 2>&1; then
+        trained=$hf/run/model_00000050.bin
+        trained_loss=$(eval_loss "$trained")
+        if awk -v l="$trained_loss" 'BEGIN { exit !(l != "" && l < 8) }'; then
+            pass "the trained model beats chance (eval loss $trained_loss, ln 50257 = 10.8)"
+        else
+            fail "the trained model beats chance" "eval loss '$trained_loss'"
+        fi
+    else
+        fail "train_gpt2 from the converted model" "$(tail -n 1 "$hf/train.log")"
+        trained=
+    fi
+fi
+
+# The exports (fp32, bf16) and mutants of them: a copy of the scripts with one deliberate bug.
+# The transpose mutant keeps llm.c -> HF -> llm.c bit-identical (the bug is on both ways):
+# only transformers can see it.
+HF_MUTANTS=(
+    'hf_gpt2.py|s/(6, "attn.c_proj.weight", True)/(6, "attn.c_proj.weight", False)/|the attention projection (square) not transposed'
+    'hf_gpt2.py|s/"layer_norm_epsilon": LN_EPS/"layer_norm_epsilon": 1e-3/|config.json with layer_norm_epsilon 1e-3 (1e-4 moves this loss by only 9e-6)'
+)
+if [ -n "${trained:-}" ]; then
+    expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/fp32"
+    expect_ok "llmc_to_hf bf16 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/bf16" --dtype bf16
+    $PY scripts/hf_to_llmc.py "$hf/bf16" "$hf/bf16_values.bin" > /dev/null  # the bf16 values, as fp32
+    mutant_checks=()
+    for i in "${!HF_MUTANTS[@]}"; do
+        IFS='|' read -r file expr what <<< "${HF_MUTANTS[$i]}"
+        dir=$hf/mutant_scripts$i
+        mkdir -p "$dir" && cp scripts/hf_gpt2.py scripts/hf_to_llmc.py scripts/llmc_to_hf.py "$dir/"
+        sed -i "$expr" "$dir/$file"
+        if cmp -s "scripts/$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; fi
+        $PY "$dir/llmc_to_hf.py" "$trained" "$hf/mutant$i" > /dev/null
+        mutant_checks+=(+ loss "$hf/mutant$i" "$VAL" $EVAL_BATCHES + greedy "$hf/mutant$i" data/gpt2 "$PROMPT" 48 "$hf/mutant$i.txt")
+    done
+    # one process for all (PyTorch and transformers take seconds to load): output lines
+    # 1 fp32 loss, 2 fp32 greedy, 3 bf16 values' loss (fp32), 4 bf16 loss computed in bf16,
+    # 5 the fp32 model resaved by transformers (safetensors), 6 the same as pytorch_model.bin, 7... mutants
+    if ! $PY scripts/hf_check.py loss "$hf/fp32" "$VAL" $EVAL_BATCHES + greedy "$hf/fp32" data/gpt2 "$PROMPT" 48 "$hf/greedy.txt" \
+            + loss "$hf/bf16" "$VAL" $EVAL_BATCHES + loss "$hf/bf16" "$VAL" $EVAL_BATCHES --dtype bfloat16 \
+            + resave "$hf/fp32" "$hf/resaved_st" "$hf/resaved_bin" + loss "$hf/resaved_st" "$VAL" $EVAL_BATCHES \
+            + loss "$hf/resaved_bin" "$VAL" $EVAL_BATCHES "${mutant_checks[@]}" > "$hf/check.out" 2> "$hf/check.log"; then
+        fail "GPT2LMHeadModel on the exports" "$(tail -n 1 "$hf/check.log")"
+    fi
+    # (a) fp32: the loss within 1e-5 (both fp32; eval prints 6 decimals) ...
+    close "GPT2LMHeadModel.from_pretrained(fp32 export): eval's loss" "$(hf_line 1)" "$trained_loss" 1e-5
+    # ... and generate's greedy tokens, 48 of them (generate ends its output with a newline), none
+    # a near tie: the best logit at least 1e-3 above the second (fp32's differences are ~1e-5)
+    ./generate -e "$trained" -p "$PROMPT" -n 48 --temperature 0 > "$hf/generate.txt" 2> "$hf/generate.log"
+    printf '\n' >> "$hf/greedy.txt"
+    read -r _ ntok _ margin <<< "$(hf_line 2)"
+    if ! cmp -s "$hf/greedy.txt" "$hf/generate.txt"; then
+        fail "GPT2LMHeadModel's greedy tokens = generate's" "$(cmp "$hf/greedy.txt" "$hf/generate.txt" 2>&1 | head -n 1)"
+    elif [ "${ntok:-0}" -lt 40 ] || ! grep -q "generated $ntok tokens" "$hf/generate.log"; then
+        fail "GPT2LMHeadModel's greedy tokens = generate's" "only ${ntok:-0} tokens before end-of-text, or generate made another number"
+    elif ! awk -v m="$margin" 'BEGIN { exit !(m != "" && m >= 1e-3) }'; then
+        fail "GPT2LMHeadModel's greedy tokens = generate's" "a near tie (best logit only $margin above the second): pick another prompt"
+    else
+        pass "GPT2LMHeadModel's $ntok greedy tokens = generate's (smallest lead of the best logit: $margin)"
+    fi
+    # bf16: computed in fp32, the export's values give eval's loss of those values (hf_to_llmc of the
+    # export) within 1e-5, as fp32 does. Computed in bf16 (as a user loading it with dtype=bfloat16
+    # would), activations and the residual stream are rounded to 8 bits each layer: here the loss
+    # came within 5e-5 of eval's; 1e-3 bounds that and still catches a wrong weight (the transpose
+    # mutant moves the loss by 7e-3).
+    close "GPT2LMHeadModel(bf16 export, fp32 compute): eval's loss of those values" "$(hf_line 3)" "$(eval_loss "$hf/bf16_values.bin")" 1e-5
+    close "GPT2LMHeadModel(bf16 export, bf16 compute): eval's loss within bf16's error" "$(hf_line 4)" "$trained_loss" 1e-3
+    # (b) transformers' save_pretrained (safetensors) and torch.save (pytorch_model.bin) of the loaded
+    # export: hf_to_llmc gives the trained checkpoint again, bit for bit, and its loss
+    for f in st bin; do
+        n=$([ $f = st ] && echo 5 || echo 6)
+        if $PY scripts/hf_to_llmc.py "$hf/resaved_$f" "$hf/resaved_$f.bin" > "$hf/convert.log" 2>&1; then
+            close "transformers-saved ($f) -> hf_to_llmc: eval's loss = GPT2LMHeadModel's" "$(eval_loss "$hf/resaved_$f.bin")" "$(hf_line $n)" 1e-5
+            cmp -s "$hf/resaved_$f.bin" "$trained" && pass "transformers-saved ($f) -> hf_to_llmc: the trained checkpoint, bit for bit" \
+                || fail "transformers-saved ($f) -> hf_to_llmc" "differs from the trained checkpoint"
+        else
+            fail "hf_to_llmc of transformers-saved ($f)" "$(tail -n 1 "$hf/convert.log")"
+        fi
+    done
+    # the mutants: each must fail the loss check, the transpose also the greedy one
+    for i in "${!HF_MUTANTS[@]}"; do
+        IFS='|' read -r _ _ what <<< "${HF_MUTANTS[$i]}"
+        if within "$(hf_line $((7 + 2 * i)))" "$trained_loss" 1e-5; then fail "mutant caught by the loss: $what" "$(hf_line $((7 + 2 * i))) still within 1e-5"
+        else pass "mutant caught by the loss: $what ($(hf_line $((7 + 2 * i))))"; fi
+    done
+    printf '\n' >> "$hf/mutant0.txt"
+    cmp -s "$hf/mutant0.txt" "$hf/generate.txt" && fail "mutant caught by the greedy tokens: ${HF_MUTANTS[0]##*|}" "same tokens" \
+        || pass "mutant caught by the greedy tokens: ${HF_MUTANTS[0]##*|}"
+    # an import mutant: pytorch_model.bin's weights through bf16 on the way in
+    dir=$hf/mutant_import
+    mkdir -p "$dir" && cp scripts/hf_gpt2.py scripts/hf_to_llmc.py "$dir/"
+    sed -i 's/out\[name\] = ("F32", t.detach().to(torch.float32)/out[name] = ("F32", t.detach().to(torch.bfloat16).to(torch.float32)/' "$dir/hf_to_llmc.py"
+    if cmp -s scripts/hf_to_llmc.py "$dir/hf_to_llmc.py"; then fail "mutant: pytorch_model.bin read through bf16" "the sed expression no longer matches"
+    elif $PY "$dir/hf_to_llmc.py" "$hf/resaved_bin" "$hf/mutant_import.bin" > /dev/null 2>&1 &&
+            within "$(eval_loss "$hf/mutant_import.bin")" "$(hf_line 6)" 1e-5; then
+        fail "mutant caught by the loss: pytorch_model.bin read through bf16" "eval's loss still within 1e-5"
+    else
+        pass "mutant caught by the loss: pytorch_model.bin read through bf16"
+    fi
+fi

