@@ -12,8 +12,8 @@ The steps are those of OpenAI's encoder.py (tiktoken's "gpt2" encoding behaves t
    applied lowest rank first, every occurrence of the chosen pair left to right.
 3. The merged tokens are looked up in encoder.json.
 
-Where references differ: JavaScript's \s (used by the npm package gpt-3-encoder, a
-common reference) is not White_Space: it counts U+FEFF as a space and not U+0085.
+Where references differ: JavaScript's \s (used by GPT-2 encoders written in
+JavaScript) is not White_Space: it counts U+FEFF as a space and not U+0085.
 Here both follow White_Space (U+0085 is a space, U+FEFF a symbol), as Python's
 regex module and tiktoken do; scripts/test_tokenizer.sh checks that these two code
 points are the only differences and pins their effect on small texts. Characters
