@@ -303,7 +303,7 @@ static void default_tokenizer_path(const char *train_pattern, char *out, size_t 
 }
 
 // The hyperparameters of this run, as a checkpoint records them.
-static TrainState initial_state(const TrainArgs *a, const GPT2Config *config, int accum, int max_steps) {
+static TrainState initial_state(const TrainArgs *a, const GPT2Config *config, int64_t accum, int max_steps) {
     TrainState s;
     memset(&s, 0, sizeof(s));
     s.config = *config;
@@ -409,9 +409,9 @@ typedef struct {
     Tokenizer tokenizer;              // for samples (rank 0 with -s > 0)
     int eot;                          // its end-of-text token, the first of every sample
     HellaSwag hellaswag;              // with --eval-every > 0
-    int tokens_per_micro;             // B*T
-    int accum;                        // micro-batches per step over all ranks
-    int rank_accum;                   // of them, this rank's: accum / ranks
+    int64_t tokens_per_micro;         // B*T
+    int64_t accum;                    // micro-batches per step over all ranks (up to -d's 2^40)
+    int64_t rank_accum;               // of them, this rank's: accum / ranks
     int max_steps;
     RunLog log;                       // DIR/main.log on rank 0 with -o
     char log_path[PATH_MAX];
@@ -475,13 +475,17 @@ static void open_inputs(Run *run) {
 // Micro-batches per step, and the steps: -x, or one epoch's.
 static void plan_steps(Run *run) {
     const TrainArgs *a = &run->args;
-    run->tokens_per_micro = a->B * a->T;
-    run->accum = a->total_batch > 0 ? (int)(a->total_batch / run->tokens_per_micro) : zero.size;
+    run->tokens_per_micro = (int64_t)a->B * a->T;
+    run->accum = a->total_batch > 0 ? a->total_batch / run->tokens_per_micro : zero.size;
     run->rank_accum = run->accum / zero.size;
     run->max_steps = a->max_steps;
     if (run->max_steps < 0) {
-        run->max_steps = (int)(run->train_loader.batches_per_epoch / (size_t)run->accum);
-        if (run->max_steps < 1) { run->max_steps = 1; }
+        uint64_t epoch_steps = run->train_loader.batches_per_epoch / (uint64_t)run->accum;
+        if (epoch_steps > INT_MAX - 1) {  // -x's range: the step is an int in checkpoints and their names
+            die("-x -1: one epoch of %s is %llu steps, more than the %d a run can count; give -x", a->train_pattern,
+                (unsigned long long)epoch_steps, INT_MAX - 1);
+        }
+        run->max_steps = epoch_steps < 1 ? 1 : (int)epoch_steps;
     }
 }
 
@@ -541,9 +545,10 @@ static void start_run(Run *run) {
                                a->final_fraction};
     char ranks[32] = "";
     if (zero.size > 1) { snprintf(ranks, sizeof(ranks), "%d ranks x ", zero.size); }
-    printf("threads: %d | %sB=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
-           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), ranks, a->B, a->T, run->rank_accum,
-           run->rank_accum > 1 ? "s" : "", run->accum * run->tokens_per_micro, run->max_steps,
+    printf("threads: %d | %sB=%d T=%d, %lld accumulation step%s = %lld tokens per step | %d steps | "
+           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), ranks, a->B, a->T,
+           (long long)run->rank_accum, run->rank_accum > 1 ? "s" : "",
+           (long long)(run->accum * run->tokens_per_micro), run->max_steps,
            run->train_loader.num_shards, run->train_loader.batches_per_epoch);
     matmul_set_precision((Precision)a->precision);
     printf("precision: %s\n", matmul_precision_path());
@@ -624,16 +629,16 @@ static double accumulate_gradients(Run *run) {
     double loss = 0.0;
     const int *inputs = zero.size > 1 ? run->rank_inputs : loader->inputs;
     const int *targets = zero.size > 1 ? run->rank_targets : loader->targets;
-    for (int micro = 0; micro < run->rank_accum; micro++) {
+    for (int64_t micro = 0; micro < run->rank_accum; micro++) {
         if (next_rank_batch(loader, run->rank_inputs, run->rank_targets)) {
             printf("epoch %d begins%s\n", loader->pos.epoch + 1, a->shuffle ? " (shards and batches reshuffled)" : "");
         }
         profile_lap(&run->model.profile, PROF_DATA, FWD);
         if (micro == run->rank_accum - 1) { zero_overlap_arm(&run->opt, &run->model); }  // its backward starts the sums
-        loss += gpt2_forward_backward(&run->model, inputs, targets, a->B, a->T, 1.0f / run->accum);
+        loss += gpt2_forward_backward(&run->model, inputs, targets, a->B, a->T, 1.0f / (float)run->accum);
     }
     zero_allreduce_f64(&loss, 1, ZERO_SUM);
-    return loss / run->accum;
+    return loss / (double)run->accum;
 }
 
 // AdamW with the clipped gradients; or, when the loss or the norm is not finite, no update,

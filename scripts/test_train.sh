@@ -100,6 +100,32 @@ else
     fail "-e d6 builds a GPT-2 from scratch" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
 fi
 
+# --- token and step counts past 32 bits: -d goes up to 2^40 tokens per step; the
+# accumulation count (2^35 micro-batches of B*T = 32, or 2^40 of one token) and the tokens
+# per step must be counted in 64 bits. The run's first line tells; its first step would never
+# end, so it is stopped once the line is out.
+first_plan_line() {  # first_plan_line OUT ARGS...: runs the trainer until its "threads:" line
+    local out=$1; shift
+    ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -v 0 -s 0 "$@" > "$out" 2>&1 &
+    local pid=$! i
+    for i in $(seq 300); do
+        grep -q '^threads:' "$out" && break
+        kill -0 $pid 2> /dev/null || break
+        sleep 0.1
+    done
+    kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+    local rc=$?
+    grep -m1 '^threads:' "$out" || echo "no plan line (exit $rc): $(tail -n 1 "$out")"
+}
+line=$(first_plan_line "$tmp/d40.out" -b 1 -t 32 -d 1099511627776 -x 1)
+case "$line" in *"B=1 T=32, 34359738368 accumulation steps = 1099511627776 tokens per step | 1 steps"*)
+    pass "-d 2^40: 2^35 accumulation steps and the tokens per step counted in 64 bits";;
+    *) fail "-d 2^40 with B*T = 32" "$line";; esac
+line=$(first_plan_line "$tmp/d40x.out" -b 1 -t 1 -d 1099511627776 -x -1)
+case "$line" in *"B=1 T=1, 1099511627776 accumulation steps = 1099511627776 tokens per step | 1 steps"*)
+    pass "-d 2^40 with B*T = 1 and -x -1: 2^40 accumulation steps, one step (less than an epoch)";;
+    *) fail "-d 2^40 with B*T = 1, -x -1" "$line";; esac
+
 # --- --recompute 1 (each block's forward re-run before its backward) is the same arithmetic
 # as --recompute 0: bit-identical losses, validation losses, samples, parameters and AdamW
 # state after 10 steps, in fp32 and bf16. On the 3-layer "chunks" model, so that two layers
