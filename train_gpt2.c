@@ -323,6 +323,22 @@ static TrainState initial_state(const TrainArgs *a, const GPT2Config *config, in
     return s;
 }
 
+// A setting of the run a checkpoint came from, against this command's: integers compared as
+// integers (a seed above 2^53 is not exact in a double), floats as floats.
+static void check_same_int(const char *path, const char *flag, uint64_t ck, uint64_t run) {
+    if (ck != run) {
+        die("%s: the run was made with %s %llu, this command has %llu; resume with the same settings", path, flag,
+            (unsigned long long)ck, (unsigned long long)run);
+    }
+}
+
+static void check_same_float(const char *path, const char *flag, float ck, float run) {
+    if (ck != run) {
+        die("%s: the run was made with %s %g, this command has %g; resume with the same settings", path, flag,
+            ck, run);
+    }
+}
+
 // A checkpoint may only continue the run it came from: same model, batch and
 // hyperparameters (only -x may grow, to train longer).
 static void check_resume_matches(const char *path, const TrainState *ck, const TrainState *run) {
@@ -332,19 +348,17 @@ static void check_resume_matches(const char *path, const TrainState *ck, const T
             "(L=%d NH=%d C=%d maxT=%d V=%d)", path, a->num_layers, a->num_heads, a->channels, a->max_seq_len,
             a->vocab_size, b->num_layers, b->num_heads, b->channels, b->max_seq_len, b->vocab_size);
     }
-    struct { const char *flag; double ck, run; } fields[] = {
-        {"-b", ck->B, run->B}, {"-t", ck->T, run->T},
-        {"-d (accumulation steps)", ck->grad_accum_steps, run->grad_accum_steps},
-        {"--seed", (double)ck->seed, (double)run->seed}, {"--shuffle", ck->shuffle, run->shuffle},
-        {"-l", ck->learning_rate, run->learning_rate}, {"-q", ck->final_fraction, run->final_fraction},
-        {"-c", ck->weight_decay, run->weight_decay}, {"--grad-clip", ck->grad_clip, run->grad_clip},
-        {"-k", ck->schedule, run->schedule}, {"-u", ck->warmup_steps, run->warmup_steps}};
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        if (fields[i].ck != fields[i].run) {
-            die("%s: the run was made with %s %g, this command has %g; resume with the same settings",
-                path, fields[i].flag, fields[i].ck, fields[i].run);
-        }
-    }
+    check_same_int(path, "-b", (uint64_t)ck->B, (uint64_t)run->B);
+    check_same_int(path, "-t", (uint64_t)ck->T, (uint64_t)run->T);
+    check_same_int(path, "-d (accumulation steps)", (uint64_t)ck->grad_accum_steps, (uint64_t)run->grad_accum_steps);
+    check_same_int(path, "--seed", ck->seed, run->seed);
+    check_same_int(path, "--shuffle", (uint64_t)ck->shuffle, (uint64_t)run->shuffle);
+    check_same_float(path, "-l", ck->learning_rate, run->learning_rate);
+    check_same_float(path, "-q", ck->final_fraction, run->final_fraction);
+    check_same_float(path, "-c", ck->weight_decay, run->weight_decay);
+    check_same_float(path, "--grad-clip", ck->grad_clip, run->grad_clip);
+    check_same_int(path, "-k", (uint64_t)ck->schedule, (uint64_t)run->schedule);
+    check_same_int(path, "-u", (uint64_t)ck->warmup_steps, (uint64_t)run->warmup_steps);
 }
 
 // Loads the newest complete checkpoint of dir into model and *state; an
