@@ -73,6 +73,7 @@ typedef struct {
     int zero_stage;               // -z
     int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
     int recompute;                // --recompute
+    int dry_run;                  // --dry-run
 } TrainArgs;
 
 static void print_usage(FILE *out) {
@@ -115,6 +116,8 @@ static void print_usage(FILE *out) {
         "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"
         "  --recompute 0|1  keep only each block's input, re-run the block's forward before its backward:\n"
         "                   less activation memory for 2/3 of another forward of the blocks   default 0\n"
+        "  --dry-run 0|1   check the flags, the model's config and the data, print the model's sizes and\n"
+        "                  the run's plan, then exit: nothing allocated, nothing written   default 0\n"
         "  -h          this help\n"
         "Threads: OMP_NUM_THREADS (default: all cores). Data-parallel: mpirun -np N ./train_gpt2 ...\n");
 }
@@ -185,6 +188,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else if (strcmp(flag, "-z") == 0) { a->zero_stage = (int)parse_long(flag, val, 0, 1); }
+        else if (strcmp(flag, "--dry-run") == 0) { a->dry_run = (int)parse_long(flag, val, 0, 1); }
         else { usage_error(flag, "unknown flag"); }
     }
     check_args(a);
@@ -551,12 +555,9 @@ static void load_model(Run *run) {
     dataloader_seek(&run->train_loader, run->state.data);
 }
 
-// The log, the schedule, the matmul precision and the buffers of the loop; prints the run's shape.
-static void start_run(Run *run) {
+// The run's shape: threads, ranks, batch, accumulation, steps and data.
+static void print_plan(const Run *run) {
     const TrainArgs *a = &run->args;
-    if (a->output_dir != NULL && zero.rank == 0) { runlog_open(&run->log, run->log_path); }
-    run->schedule = (Schedule){(ScheduleKind)a->schedule, a->learning_rate, a->warmup_steps, run->max_steps,
-                               a->final_fraction};
     char ranks[32] = "";
     if (zero.size > 1) { snprintf(ranks, sizeof(ranks), "%d ranks x ", zero.size); }
     printf("threads: %d | %sB=%d T=%d, %lld accumulation step%s = %lld tokens per step | %d steps | "
@@ -564,6 +565,30 @@ static void start_run(Run *run) {
            (long long)run->rank_accum, run->rank_accum > 1 ? "s" : "",
            (long long)(run->accum * run->tokens_per_micro), run->max_steps,
            run->train_loader.num_shards, run->train_loader.batches_per_epoch);
+}
+
+// --dry-run 1: after the flags, the model's config and the data are checked, the sizes of the
+// model and of its arena, exactly, and the run's plan; the model is not allocated.
+static void print_dry_run(Run *run) {
+    const TrainArgs *a = &run->args;
+    size_t adamw_floats = zero_optimizer_init(&run->opt, &run->config, a->zero_stage);
+    GPT2Sizes sz;
+    gpt2_sizes(&sz, &run->config, a->B, a->T, a->model, 1, a->zero_stage ? adamw_floats : 0, a->recompute);
+    gpt2_print_sizes(&sz, &run->config, a->B, a->T, a->recompute);
+    printf("sizes: %zu parameter floats with alignment gaps, %zu activation floats, AdamW m and v %zu floats "
+           "each, arena %zu bytes\n", sz.params_floats, sz.acts_floats, sz.mv_floats, sz.arena_bytes);
+    print_plan(run);
+    printf("dry run: nothing allocated, nothing written\n");
+    zero_optimizer_free(&run->opt);
+}
+
+// The log, the schedule, the matmul precision and the buffers of the loop; prints the run's shape.
+static void start_run(Run *run) {
+    const TrainArgs *a = &run->args;
+    if (a->output_dir != NULL && zero.rank == 0) { runlog_open(&run->log, run->log_path); }
+    run->schedule = (Schedule){(ScheduleKind)a->schedule, a->learning_rate, a->warmup_steps, run->max_steps,
+                               a->final_fraction};
+    print_plan(run);
     matmul_set_precision((Precision)a->precision);
     printf("precision: %s\n", matmul_precision_path());
 
@@ -766,12 +791,16 @@ int main(int argc, char **argv) {
     read_model_config(&run);
     open_inputs(&run);      // checked before the big allocation
     plan_steps(&run);
-    open_output_dir(&run);
-    create_model(&run);
-    load_model(&run);
-    start_run(&run);
-    train(&run);
-    finish_run(&run);
+    if (run.args.dry_run) {
+        print_dry_run(&run);
+    } else {
+        open_output_dir(&run);
+        create_model(&run);
+        load_model(&run);
+        start_run(&run);
+        train(&run);
+        finish_run(&run);
+    }
     zero_finalize();
     return 0;
 }

@@ -126,6 +126,35 @@ case "$line" in *"B=1 T=1, 1099511627776 accumulation steps = 1099511627776 toke
     pass "-d 2^40 with B*T = 1 and -x -1: 2^40 accumulation steps, one step (less than an epoch)";;
     *) fail "-d 2^40 with B*T = 1, -x -1" "$line";; esac
 
+# --- GPT-2 XL's sizes (d48) computed without overflow and without allocating it (--dry-run):
+# the parameter count against GPT-2 XL's known 1,557,611,200 (V=50257; ours pads wte to
+# 50304 rows), the activations and the arena (38 GB) against exact integer arithmetic
+xl_sizes() {  # xl_sizes RECOMPUTE: what --dry-run must print for d48 at B=4, T=1024
+    $PY - "$1" <<'EOF'
+import sys
+recompute = int(sys.argv[1])
+L, C, NH, maxT, V, Vp, B, T = 48, 1600, 25, 1024, 50257, 50304, 4, 1024
+params = [Vp*C, maxT*C] + [L*n for n in (C, C, 3*C*C, 3*C, C*C, C, C, C, 4*C*C, 4*C, 4*C*C, C)] + [C, C]
+assert sum(params) - (Vp - V) * C == 1557611200  # GPT-2 XL
+N, Lk = B*T, 1 if recompute else L
+acts = [N*C, Lk*N, Lk*N, Lk*N*3*C, Lk*NH*N, Lk*N*C, Lk*N*C, Lk*N, Lk*N, Lk*N*4*C, L*N*C,
+        N*C, N, N, N, N*C, N*4*C, min(N, 256)*Vp, N*C, N*C, N*C, N*3*C, N*4*C]
+P, A = (sum((n + 15) // 16 * 16 for n in sizes) for sizes in (params, acts))
+print(f"{sum(params)} parameters|sizes: {P} parameter floats with alignment gaps, {A} activation floats, "
+      f"AdamW m and v {P} floats each, arena {(4*P + A) * 4} bytes")
+EOF
+}
+for recompute in 0 1; do
+    want=$(xl_sizes $recompute)
+    out=$(./train_gpt2 -e d48 -b 4 -t 1024 -i "$data/synth_train_*.bin" -v 0 -s 0 --recompute $recompute --dry-run 1 2>&1)
+    if printf '%s\n' "$out" | grep -qF "${want%%|*}" && printf '%s\n' "$out" | grep -qxF "${want#*|}" && \
+       printf '%s\n' "$out" | grep -q '^dry run: nothing allocated'; then
+        pass "d48 (GPT-2 XL) sizes, --recompute $recompute: ${want#*sizes: }"
+    else
+        fail "d48 sizes, --recompute $recompute" "want '$want', got: $(printf '%s' "$out" | grep -E '^(model|sizes|error)' | tr '\n' '|')"
+    fi
+done
+
 # --- --recompute 1 (each block's forward re-run before its backward) is the same arithmetic
 # as --recompute 0: bit-identical losses, validation losses, samples, parameters and AdamW
 # state after 10 steps, in fp32 and bf16. On the 3-layer "chunks" model, so that two layers
