@@ -89,6 +89,12 @@ train -x 3 -v 0 -s 0 -o "$tmp/run3" --seed 5 > /dev/null 2>&1
 [ "$(grep -c trl "$tmp/run3/main.log")" -eq 6 ] && pass "main.log is appended to, never truncated" \
     || fail "main.log appended" "$(grep -c trl "$tmp/run3/main.log") lines"
 
+# --- make help: one line for every target the Makefile names (pattern rules aside)
+declared=$(grep -oE '^[a-zA-Z0-9_-][a-zA-Z0-9_.-]*:' Makefile | tr -d : | sort | tr '\n' ' ')
+listed=$(make -s help | awk '{ print $1 }' | sort | tr '\n' ' ')
+[ -n "$declared" ] && [ "$listed" = "$declared" ] && pass "make help lists every target ($(echo $listed | wc -w))" \
+    || fail "make help" "targets: $declared; listed: $listed"
+
 # --- a model built from scratch
 if out=$(./train_gpt2 -e d6 -i "$data/synth_train_*.bin" -b 1 -t 16 -x 2 -v 0 -s 0 2>&1) && \
    printf '%s' "$out" | grep -q 'L=6 NH=6 C=384 maxT=1024 V=50257 (padded 50304)'; then
