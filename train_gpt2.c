@@ -10,7 +10,11 @@ gets one line per step ("s:STEP trl:LOSS lr:LR norm:NORM ms:MS tok/s:N") and
 one per validation ("s:STEP tel:LOSS"); -y 1 resumes from DIR's newest
 complete checkpoint and continues exactly as if never stopped. SIGINT/SIGTERM
 stop the run at the next step boundary with a checkpoint ("s:STEP stop:SIGTERM");
-DIR/lock keeps a second run out of DIR (llmc/runctl.h).
+DIR/lock keeps a second run out of DIR (llmc/runctl.h). --dry-run 1 checks the
+flags, the model's config and the data, prints the model's sizes and the run's plan,
+and exits without allocating the model (GPT-2 XL's sizes on any machine).
+
+main is the run's outline; each part is a function below "the run".
 */
 #include <errno.h>
 #include <fcntl.h>
