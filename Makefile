@@ -1,4 +1,4 @@
-# GPT-2 training in C. `make` builds the programs; `make test` checks them.
+# GPT-2 training in C. `make` builds the programs; `make test` checks them; `make help` lists every target.
 #   make PORTABLE=1   builds for any x86-64 (no -march=native)
 #   make NO_OMP=1     builds without OpenMP (single-threaded)
 
@@ -46,54 +46,58 @@ HEADERS = $(wildcard llmc/*.h)
 # (Defined before `all`, whose prerequisites are expanded where the rule is read.)
 TOOLS = tokenize prepare_data
 
-.PHONY: all test clean data bench bench-mpi bench-generate bench-tokenizer profile setup train soak
+.PHONY: all test clean data bench bench-mpi bench-generate bench-tokenizer profile setup train soak help
 
-all: $(PROGRAMS) $(TOOLS)
+all: $(PROGRAMS) $(TOOLS) ## the programs and the data tools (the default)
 
-train_gpt2: train_gpt2.c $(HEADERS)
+# Each target's line ends with "## what it does"; help lists them.
+help: ## this list: every target, one line each
+	@awk -F ':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(firstword $(MAKEFILE_LIST))
+
+train_gpt2: train_gpt2.c $(HEADERS) ## the trainer (with MPI when mpicc is found)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_CFLAGS) $< -o $@ $(LDLIBS)
 
-test_gpt2: test_gpt2.c $(HEADERS)
+test_gpt2: test_gpt2.c $(HEADERS) ## the model's check against PyTorch's reference files
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-eval: eval.c $(HEADERS)
+eval: eval.c $(HEADERS) ## loss, perplexity and HellaSwag of a model
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # Text from a prompt through the key/value cache, and its check against the full forward.
-generate: generate.c $(HEADERS)
+generate: generate.c $(HEADERS) ## text from a prompt through the key/value cache
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-test_kvcache: test_kvcache.c $(HEADERS)
+test_kvcache: test_kvcache.c $(HEADERS) ## the key/value cache against the full forward pass
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-test_sampler: test_sampler.c $(HEADERS)
+test_sampler: test_sampler.c $(HEADERS) ## the sampler's checks
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and a PyTorch loop.
-bench-generate: generate tokenize
+bench-generate: generate tokenize ## generate's tokens/s on GPT-2 124M against the bandwidth bound and PyTorch
 	$(MAKE) -C dev/cpu read_bandwidth
 	bash scripts/bench_generate.sh
 
 
-tokenize: tokenize.c $(HEADERS)
+tokenize: tokenize.c $(HEADERS) ## the GPT-2 BPE encoder
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-prepare_data: prepare_data.c $(HEADERS)
+prepare_data: prepare_data.c $(HEADERS) ## text to llm.c token shards
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # Tiny Shakespeare and the GPT-2 vocabulary in data/ (see scripts/setup_data.sh for
 # TINYSHAKESPEARE_TXT and GPT2_VOCAB_DIR).
-data: prepare_data
+data: prepare_data ## Tiny Shakespeare and the GPT-2 vocabulary in data/
 	bash scripts/setup_data.sh
 
 # The training step (fp32, bf16) against a tuned PyTorch's (fp32, bf16 autocast), both
 # batch shapes (scripts/bench.sh).
-bench: train_gpt2
+bench: train_gpt2 ## the training step, fp32 and bf16, against PyTorch's
 	$(MAKE) -C dev/cpu fma_peak
 	bash scripts/bench.sh
 
 # Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench_mpi.sh).
-bench-mpi: train_gpt2
+bench-mpi: train_gpt2 ## data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads
 	bash scripts/bench_mpi.sh
 
 # perf's view of a few GPT-2 124M steps: a build with symbols and frame pointers
@@ -101,7 +105,7 @@ bench-mpi: train_gpt2
 # warm-up step only (the trainer enables perf's events through a control FIFO), then
 # the top of the report.
 PROFILE_CFLAGS = $(CFLAGS) -g -fno-omit-frame-pointer -fno-inline-functions-called-once
-profile:
+profile: ## perf's view of a few GPT-2 124M steps, and the per-kernel times
 	@mkdir -p build
 	$(CC) $(PROFILE_CFLAGS) train_gpt2.c -o build/train_gpt2_profile $(LDLIBS)
 	rm -f build/perf.ctl && mkfifo build/perf.ctl
@@ -113,28 +117,28 @@ profile:
 
 
 # Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
-bench-tokenizer: tokenize
+bench-tokenizer: tokenize ## the encoder's MB/s on Tiny Shakespeare, one thread and all
 	bash scripts/bench_tokenizer.sh
 
 # A fresh machine: packages, build, data (scripts/setup.sh).
-setup:
+setup: ## a fresh machine: packages, the Python venv, the build, the data
 	bash scripts/setup.sh
 
 # The main job: a short real training run of GPT-2 d6 on Tiny Shakespeare.
-train: train_gpt2
+train: train_gpt2 ## a short real training run of GPT-2 d6 on Tiny Shakespeare, and its loss plot
 	./train_gpt2 -e d6 -b 8 -t 128 -x 300 -u 30 -l 1e-3 -q 0.1 -c 0.1 -v 50 -m 10 -s 100 -g 128 \
 		-n 100 --keep 2 -o log_d6
 	scripts/plot_loss log_d6/main.log
 
-test: all
+test: all ## the test suite (scripts/run_tests.sh)
 	bash scripts/run_tests.sh
 
 # Training killed (SIGKILL, SIGTERM) at random moments and resumed, for SOAK_SECONDS
 # (default 1800); the final model must equal an uninterrupted run's (scripts/soak.sh).
-soak: train_gpt2
+soak: train_gpt2 ## training killed and resumed at random moments for SOAK_SECONDS
 	bash scripts/soak.sh
 
-clean:
+clean: ## removes the programs and build/
 	rm -f $(PROGRAMS) $(TOOLS)
 	rm -rf build
 
@@ -155,9 +159,9 @@ build/fuzz/%: fuzz/%.c fuzz/fuzz_common.h $(HEADERS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $< -o $@ $(LDLIBS)
 
 .PHONY: fuzzers fuzz sanitize
-fuzzers: $(FUZZERS)
+fuzzers: $(FUZZERS) ## the libFuzzer harnesses in build/fuzz/ (clang)
 
-fuzz: fuzzers
+fuzz: fuzzers ## runs each harness for FUZZ_SECONDS
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh
 
 # make SANITIZE=1: every program built with AddressSanitizer and UBSan (any report
@@ -169,7 +173,7 @@ build/sanitize/%: %.c $(HEADERS)
 	@mkdir -p build/sanitize
 	$(CC) $(SANITIZE_CFLAGS) $< -o $@ $(LDLIBS)
 
-sanitize: $(SANITIZED)
+sanitize: $(SANITIZED) ## every program with ASan and UBSan in build/sanitize/
 
 ifeq ($(SANITIZE),1)
   .DEFAULT_GOAL := sanitize

@@ -10,7 +10,11 @@ gets one line per step ("s:STEP trl:LOSS lr:LR norm:NORM ms:MS tok/s:N") and
 one per validation ("s:STEP tel:LOSS"); -y 1 resumes from DIR's newest
 complete checkpoint and continues exactly as if never stopped. SIGINT/SIGTERM
 stop the run at the next step boundary with a checkpoint ("s:STEP stop:SIGTERM");
-DIR/lock keeps a second run out of DIR (llmc/runctl.h).
+DIR/lock keeps a second run out of DIR (llmc/runctl.h). --dry-run 1 checks the
+flags, the model's config and the data, prints the model's sizes and the run's plan,
+and exits without allocating the model (GPT-2 XL's sizes on any machine).
+
+main is the run's outline; each part is a function below "the run".
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +77,7 @@ typedef struct {
     int zero_stage;               // -z
     int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
     int recompute;                // --recompute
+    int dry_run;                  // --dry-run
 } TrainArgs;
 
 static void print_usage(FILE *out) {
@@ -115,8 +120,28 @@ static void print_usage(FILE *out) {
         "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"
         "  --recompute 0|1  keep only each block's input, re-run the block's forward before its backward:\n"
         "                   less activation memory for 2/3 of another forward of the blocks   default 0\n"
+        "  --dry-run 0|1   check the flags, the model's config and the data, print the model's sizes and\n"
+        "                  the run's plan, then exit: nothing allocated, nothing written   default 0\n"
         "  -h          this help\n"
         "Threads: OMP_NUM_THREADS (default: all cores). Data-parallel: mpirun -np N ./train_gpt2 ...\n");
+}
+
+// The flags that depend on each other.
+static void check_args(const TrainArgs *a) {
+    if (a->max_steps == 0) { usage_error("-x", "0 steps: use -1 for one epoch or a positive count"); }
+    long bt = (long)a->B * a->T;
+    if (a->total_batch == 0 || (a->total_batch > 0 && a->total_batch % bt != 0)) {
+        usage_error("-d", "%ld tokens per step is not a multiple of B*T = %d*%d = %ld", a->total_batch, a->B,
+                    a->T, bt);
+    }
+    if (a->eval_every > 0 && a->eval_file == NULL) { usage_error("--eval-every", "needs --eval-file FILE"); }
+    if (a->eval_file != NULL && a->eval_every == 0) { usage_error("--eval-file", "needs --eval-every N"); }
+    if (a->total_batch > 0 && a->total_batch % (bt * zero.size) != 0) {
+        usage_error("-d", "%ld tokens per step is not a multiple of ranks*B*T = %d*%d*%d = %ld", a->total_batch,
+                    zero.size, a->B, a->T, bt * zero.size);
+    }
+    if (a->resume && a->output_dir == NULL) { usage_error("-y", "resuming needs the run's directory (-o DIR)"); }
+    if (a->checkpoint_every > 0 && a->output_dir == NULL) { usage_error("-n", "checkpoints need an output directory (-o DIR)"); }
 }
 
 static void parse_args(TrainArgs *a, int argc, char **argv) {
@@ -167,22 +192,10 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
         else if (strcmp(flag, "--max-skips") == 0) { a->max_skips = (int)parse_long(flag, val, 1, INT_MAX); }
         else if (strcmp(flag, "--seed") == 0) { a->seed = (uint64_t)parse_long(flag, val, 0, LONG_MAX); }
         else if (strcmp(flag, "-z") == 0) { a->zero_stage = (int)parse_long(flag, val, 0, 1); }
+        else if (strcmp(flag, "--dry-run") == 0) { a->dry_run = (int)parse_long(flag, val, 0, 1); }
         else { usage_error(flag, "unknown flag"); }
     }
-    if (a->max_steps == 0) { usage_error("-x", "0 steps: use -1 for one epoch or a positive count"); }
-    long bt = (long)a->B * a->T;
-    if (a->total_batch == 0 || (a->total_batch > 0 && a->total_batch % bt != 0)) {
-        usage_error("-d", "%ld tokens per step is not a multiple of B*T = %d*%d = %ld", a->total_batch, a->B,
-                    a->T, bt);
-    }
-    if (a->eval_every > 0 && a->eval_file == NULL) { usage_error("--eval-every", "needs --eval-file FILE"); }
-    if (a->eval_file != NULL && a->eval_every == 0) { usage_error("--eval-file", "needs --eval-every N"); }
-    if (a->total_batch > 0 && a->total_batch % (bt * zero.size) != 0) {
-        usage_error("-d", "%ld tokens per step is not a multiple of ranks*B*T = %d*%d*%d = %ld", a->total_batch,
-                    zero.size, a->B, a->T, bt * zero.size);
-    }
-    if (a->resume && a->output_dir == NULL) { usage_error("-y", "resuming needs the run's directory (-o DIR)"); }
-    if (a->checkpoint_every > 0 && a->output_dir == NULL) { usage_error("-n", "checkpoints need an output directory (-o DIR)"); }
+    check_args(a);
 }
 
 // ----------------------------------------------------------------------------
@@ -298,7 +311,7 @@ static void default_tokenizer_path(const char *train_pattern, char *out, size_t 
 }
 
 // The hyperparameters of this run, as a checkpoint records them.
-static TrainState initial_state(const TrainArgs *a, const GPT2Config *config, int accum, int max_steps) {
+static TrainState initial_state(const TrainArgs *a, const GPT2Config *config, int64_t accum, int max_steps) {
     TrainState s;
     memset(&s, 0, sizeof(s));
     s.config = *config;
@@ -318,6 +331,22 @@ static TrainState initial_state(const TrainArgs *a, const GPT2Config *config, in
     return s;
 }
 
+// A setting of the run a checkpoint came from, against this command's: integers compared as
+// integers (a seed above 2^53 is not exact in a double), floats as floats.
+static void check_same_int(const char *path, const char *flag, uint64_t ck, uint64_t run) {
+    if (ck != run) {
+        die("%s: the run was made with %s %llu, this command has %llu; resume with the same settings", path, flag,
+            (unsigned long long)ck, (unsigned long long)run);
+    }
+}
+
+static void check_same_float(const char *path, const char *flag, float ck, float run) {
+    if (ck != run) {
+        die("%s: the run was made with %s %g, this command has %g; resume with the same settings", path, flag,
+            ck, run);
+    }
+}
+
 // A checkpoint may only continue the run it came from: same model, batch and
 // hyperparameters (only -x may grow, to train longer).
 static void check_resume_matches(const char *path, const TrainState *ck, const TrainState *run) {
@@ -327,19 +356,17 @@ static void check_resume_matches(const char *path, const TrainState *ck, const T
             "(L=%d NH=%d C=%d maxT=%d V=%d)", path, a->num_layers, a->num_heads, a->channels, a->max_seq_len,
             a->vocab_size, b->num_layers, b->num_heads, b->channels, b->max_seq_len, b->vocab_size);
     }
-    struct { const char *flag; double ck, run; } fields[] = {
-        {"-b", ck->B, run->B}, {"-t", ck->T, run->T},
-        {"-d (accumulation steps)", ck->grad_accum_steps, run->grad_accum_steps},
-        {"--seed", (double)ck->seed, (double)run->seed}, {"--shuffle", ck->shuffle, run->shuffle},
-        {"-l", ck->learning_rate, run->learning_rate}, {"-q", ck->final_fraction, run->final_fraction},
-        {"-c", ck->weight_decay, run->weight_decay}, {"--grad-clip", ck->grad_clip, run->grad_clip},
-        {"-k", ck->schedule, run->schedule}, {"-u", ck->warmup_steps, run->warmup_steps}};
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        if (fields[i].ck != fields[i].run) {
-            die("%s: the run was made with %s %g, this command has %g; resume with the same settings",
-                path, fields[i].flag, fields[i].ck, fields[i].run);
-        }
-    }
+    check_same_int(path, "-b", (uint64_t)ck->B, (uint64_t)run->B);
+    check_same_int(path, "-t", (uint64_t)ck->T, (uint64_t)run->T);
+    check_same_int(path, "-d (accumulation steps)", (uint64_t)ck->grad_accum_steps, (uint64_t)run->grad_accum_steps);
+    check_same_int(path, "--seed", ck->seed, run->seed);
+    check_same_int(path, "--shuffle", (uint64_t)ck->shuffle, (uint64_t)run->shuffle);
+    check_same_float(path, "-l", ck->learning_rate, run->learning_rate);
+    check_same_float(path, "-q", ck->final_fraction, run->final_fraction);
+    check_same_float(path, "-c", ck->weight_decay, run->weight_decay);
+    check_same_float(path, "--grad-clip", ck->grad_clip, run->grad_clip);
+    check_same_int(path, "-k", (uint64_t)ck->schedule, (uint64_t)run->schedule);
+    check_same_int(path, "-u", (uint64_t)ck->warmup_steps, (uint64_t)run->warmup_steps);
 }
 
 // Loads the newest complete checkpoint of dir into model and *state; an
@@ -392,238 +419,392 @@ static void print_profile(const Profile *p, double step_ms) {
 }
 
 // ----------------------------------------------------------------------------
+// the run: its set-up, one function a part
 
-int main(int argc, char **argv) {
-    zero_init(&argc, &argv);
+// Everything a training run holds from its set-up to its end.
+typedef struct {
     TrainArgs args;
-    parse_args(&args, argc, argv);
-    runctl_install_signal_handlers();  // from here on, SIGINT/SIGTERM stop at the first step boundary
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    const Faults faults = read_faults();
-
-    // the model: a checkpoint, or a new one of a given depth
+    Faults faults;
     GPT2Config config;
-    int from_scratch = gpt2_config_from_depth(args.model, &config);
-    if (!from_scratch) { gpt2_read_config(args.model, &config); }
-    if (args.T > config.max_seq_len) {
-        die("-t %d: longer than the model's maximum sequence length %d (%s)", args.T, config.max_seq_len,
-            args.model);
-    }
-
-    // data, tokenizer and output directory, checked before the big allocation
+    int from_scratch;                 // -e named a depth: a new model
     DataLoader train_loader, val_loader;
-    dataloader_init(&train_loader, args.train_pattern, "-i", args.B, args.T, config.vocab_size,
-                    args.shuffle, args.seed);
-    if (args.val_every > 0) {
-        dataloader_init(&val_loader, args.val_pattern, "-j", args.B, args.T, config.vocab_size, 0, 0);
-        if ((size_t)args.val_batches > val_loader.batches_per_epoch) {
-            args.val_batches = (int)val_loader.batches_per_epoch;
-        }
-    }
-    Tokenizer tokenizer = {0};
-    int eot = 0;
-    if (args.sample_every > 0 && zero.rank == 0) {  // only rank 0 samples
-        char path[PATH_MAX];
-        if (args.tokenizer_path != NULL) { snprintf(path, sizeof(path), "%s", args.tokenizer_path); }
-        else { default_tokenizer_path(args.train_pattern, path, sizeof(path)); }
-        if (access(path, R_OK) != 0) {
-            die("%s: tokenizer not found (needed to print samples; give --tokenizer FILE, or -s 0)", path);
-        }
-        tokenizer_init(&tokenizer, path);
-        eot = (int)tokenizer.eot_token;
-        if (eot >= config.vocab_size) {
-            die("%s: end-of-text token %d is outside the model's vocabulary of %d", path, eot, config.vocab_size);
-        }
-    }
-    HellaSwag hellaswag;
-    if (args.eval_every > 0) {  // rows of an example go args.B at a time, each must fit in T
-        hellaswag_load(&hellaswag, args.eval_file);
-        hellaswag_check_fits(&hellaswag, args.eval_file, &config, args.T);
-    }
-    const int tokens_per_micro = args.B * args.T;
-    // accum: micro-batches per step over all ranks; each rank does accum / ranks of them
-    const int accum = args.total_batch > 0 ? (int)(args.total_batch / tokens_per_micro) : zero.size;
-    const int rank_accum = accum / zero.size;
-    int max_steps = args.max_steps;
-    if (max_steps < 0) {
-        max_steps = (int)(train_loader.batches_per_epoch / (size_t)accum);
-        if (max_steps < 1) { max_steps = 1; }
-    }
-    RunLog log = {.fd = -1};
+    Tokenizer tokenizer;              // for samples (rank 0 with -s > 0)
+    int eot;                          // its end-of-text token, the first of every sample
+    HellaSwag hellaswag;              // with --eval-every > 0
+    int64_t tokens_per_micro;         // B*T
+    int64_t accum;                    // micro-batches per step over all ranks (up to -d's 2^40)
+    int64_t rank_accum;               // of them, this rank's: accum / ranks
+    int max_steps;
+    RunLog log;                       // DIR/main.log on rank 0 with -o
     char log_path[PATH_MAX];
-    if (args.output_dir != NULL && zero.rank == 0) {
-        make_dir(args.output_dir);
-        runctl_lock_dir(args.output_dir);  // one run per directory, before anything in it is read or written
-        runctl_remove_stale_tmp(args.output_dir);
-        snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);
-    }
-
-    // rank 0 initializes, loads or resumes the model, and hands it to the others
     GPT2 model;
     ZeroOptimizer opt;
-    size_t adamw_floats = zero_optimizer_init(&opt, &config, args.zero_stage);
-    gpt2_create_ex(&model, &config, args.B, args.T, args.model, 1, args.zero_stage ? adamw_floats : 0, args.recompute);
+    TrainState state;                 // what a checkpoint records besides the tensors
+    int resumed;                      // the model and state came from a checkpoint in -o
+    Schedule schedule;
+    int *rank_inputs, *rank_targets;  // (B, T) this rank's micro-batch under MPI
+    int *gen_tokens;                  // (-g + 1) a sample's tokens
+    float *sample_scratch;            // (V) the sampler's
+    int *eval_tokens;                 // (2, B, T) HellaSwag's rows and targets
+    GPT2Cache sample_cache;
+} Run;
+
+// The model's config: a new model of -e's depth, or the one in -e's checkpoint file.
+static void read_model_config(Run *run) {
+    const TrainArgs *a = &run->args;
+    run->from_scratch = gpt2_config_from_depth(a->model, &run->config);
+    if (!run->from_scratch) { gpt2_read_config(a->model, &run->config); }
+    if (a->T > run->config.max_seq_len) {
+        die("-t %d: longer than the model's maximum sequence length %d (%s)", a->T, run->config.max_seq_len,
+            a->model);
+    }
+}
+
+// The tokenizer that prints the samples, and its end-of-text token.
+static void load_sample_tokenizer(Run *run) {
+    char path[PATH_MAX];
+    if (run->args.tokenizer_path != NULL) { snprintf(path, sizeof(path), "%s", run->args.tokenizer_path); }
+    else { default_tokenizer_path(run->args.train_pattern, path, sizeof(path)); }
+    if (access(path, R_OK) != 0) {
+        die("%s: tokenizer not found (needed to print samples; give --tokenizer FILE, or -s 0)", path);
+    }
+    tokenizer_init(&run->tokenizer, path);
+    run->eot = (int)run->tokenizer.eot_token;
+    if (run->eot >= run->config.vocab_size) {
+        die("%s: end-of-text token %d is outside the model's vocabulary of %d", path, run->eot,
+            run->config.vocab_size);
+    }
+}
+
+// The data, the tokenizer and the HellaSwag file, opened and checked before the big allocation.
+static void open_inputs(Run *run) {
+    TrainArgs *a = &run->args;
+    dataloader_init(&run->train_loader, a->train_pattern, "-i", a->B, a->T, run->config.vocab_size,
+                    a->shuffle, a->seed);
+    if (a->val_every > 0) {
+        dataloader_init(&run->val_loader, a->val_pattern, "-j", a->B, a->T, run->config.vocab_size, 0, 0);
+        if ((size_t)a->val_batches > run->val_loader.batches_per_epoch) {
+            a->val_batches = (int)run->val_loader.batches_per_epoch;
+        }
+    }
+    if (a->sample_every > 0 && zero.rank == 0) { load_sample_tokenizer(run); }  // only rank 0 samples
+    if (a->eval_every > 0) {  // rows of an example go B at a time, each must fit in T
+        hellaswag_load(&run->hellaswag, a->eval_file);
+        hellaswag_check_fits(&run->hellaswag, a->eval_file, &run->config, a->T);
+    }
+}
+
+// Micro-batches per step, and the steps: -x, or one epoch's.
+static void plan_steps(Run *run) {
+    const TrainArgs *a = &run->args;
+    run->tokens_per_micro = (int64_t)a->B * a->T;
+    run->accum = a->total_batch > 0 ? a->total_batch / run->tokens_per_micro : zero.size;
+    run->rank_accum = run->accum / zero.size;
+    run->max_steps = a->max_steps;
+    if (run->max_steps < 0) {
+        uint64_t epoch_steps = run->train_loader.batches_per_epoch / (uint64_t)run->accum;
+        if (epoch_steps > INT_MAX - 1) {  // -x's range: the step is an int in checkpoints and their names
+            die("-x -1: one epoch of %s is %llu steps, more than the %d a run can count; give -x", a->train_pattern,
+                (unsigned long long)epoch_steps, INT_MAX - 1);
+        }
+        run->max_steps = epoch_steps < 1 ? 1 : (int)epoch_steps;
+    }
+}
+
+// -o DIR on rank 0: created, locked against a second run, cleared of a crashed run's temporary files.
+static void open_output_dir(Run *run) {
+    const char *dir = run->args.output_dir;
+    if (dir == NULL || zero.rank != 0) { return; }
+    make_dir(dir);
+    runctl_lock_dir(dir);  // one run per directory, before anything in it is read or written
+    runctl_remove_stale_tmp(dir);
+    snprintf(run->log_path, sizeof(run->log_path), "%s/main.log", dir);
+}
+
+// The model's arena (and this rank's AdamW shard), and the run's state; every rank must
+// run the same job.
+static void create_model(Run *run) {
+    const TrainArgs *a = &run->args;
+    size_t adamw_floats = zero_optimizer_init(&run->opt, &run->config, a->zero_stage);
+    gpt2_create_ex(&run->model, &run->config, a->B, a->T, a->model, 1, a->zero_stage ? adamw_floats : 0,
+                   a->recompute);
     if (zero.size > 1) {
         char b1[32], b2[32];
         printf("ranks: %d, ZeRO stage %d: AdamW m+v %s per rank (%zu bytes), the model arena %s per rank\n",
-               zero.size, args.zero_stage, human_bytes(adamw_floats * 8.0, b1), adamw_floats * 8,
-               human_bytes(model.arena_bytes, b2));
+               zero.size, a->zero_stage, human_bytes(adamw_floats * 8.0, b1), adamw_floats * 8,
+               human_bytes(run->model.arena_bytes, b2));
     }
-    TrainState state = initial_state(&args, &config, accum, max_steps);
-    const long job[] = {args.zero_stage, args.val_every, args.val_batches, args.checkpoint_every, args.resume,
-                        (long)train_loader.batches_per_epoch, train_loader.num_shards, opt.overlap};
-    zero_check_same(&state, sizeof(state), "the model, batch or optimizer settings");
+    run->state = initial_state(a, &run->config, run->accum, run->max_steps);
+    const long job[] = {a->zero_stage, a->val_every, a->val_batches, a->checkpoint_every, a->resume,
+                        (long)run->train_loader.batches_per_epoch, run->train_loader.num_shards, run->opt.overlap};
+    zero_check_same(&run->state, sizeof(run->state), "the model, batch or optimizer settings");
     zero_check_same(job, sizeof(job), "-z, -v, -m, -n, -y, LLMC_OVERLAP or the training data");
+}
+
+// Rank 0 resumes the model from -o's newest checkpoint, or initializes or loads it, and
+// hands it to the other ranks; the data continues where the state says.
+static void load_model(Run *run) {
+    const TrainArgs *a = &run->args;
     GPT2 whole_view;  // under -z 1, rank 0 resumes m and v whole into this view, then scatters them
     float *whole_buffer = NULL;
-    GPT2 *whole = args.resume ? zero_whole_state_view(&opt, &model, &whole_view, &whole_buffer) : &model;
-    int resumed = 0;
+    GPT2 *whole = a->resume ? zero_whole_state_view(&run->opt, &run->model, &whole_view, &whole_buffer) : &run->model;
     if (zero.rank == 0) {
-        resumed = args.resume && resume_from(args.output_dir, whole, &state);
-        if (!resumed) {
-            if (from_scratch) { gpt2_init_params(&model, args.seed); }
-            else { gpt2_load_params(&model, args.model); }
+        run->resumed = a->resume && resume_from(a->output_dir, whole, &run->state);
+        if (!run->resumed) {
+            if (run->from_scratch) { gpt2_init_params(&run->model, a->seed); }
+            else { gpt2_load_params(&run->model, a->model); }
         }
     }
-    zero_distribute_model(&opt, &model, whole, whole_buffer, &state, &resumed);
-    dataloader_seek(&train_loader, state.data);
-    if (args.output_dir != NULL && zero.rank == 0) { runlog_open(&log, log_path); }
-    Schedule schedule = {(ScheduleKind)args.schedule, args.learning_rate, args.warmup_steps, max_steps,
-                         args.final_fraction};
+    zero_distribute_model(&run->opt, &run->model, whole, whole_buffer, &run->state, &run->resumed);
+    dataloader_seek(&run->train_loader, run->state.data);
+}
+
+// The run's shape: threads, ranks, batch, accumulation, steps and data.
+static void print_plan(const Run *run) {
+    const TrainArgs *a = &run->args;
     char ranks[32] = "";
     if (zero.size > 1) { snprintf(ranks, sizeof(ranks), "%d ranks x ", zero.size); }
-    printf("threads: %d | %sB=%d T=%d, %d accumulation step%s = %d tokens per step | %d steps | "
-           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), ranks, args.B, args.T, rank_accum,
-           rank_accum > 1 ? "s" : "", accum * tokens_per_micro, max_steps, train_loader.num_shards,
-           train_loader.batches_per_epoch);
-    matmul_set_precision((Precision)args.precision);
+    printf("threads: %d | %sB=%d T=%d, %lld accumulation step%s = %lld tokens per step | %d steps | "
+           "train: %d shards, %zu batches per epoch\n", omp_get_max_threads(), ranks, a->B, a->T,
+           (long long)run->rank_accum, run->rank_accum > 1 ? "s" : "",
+           (long long)(run->accum * run->tokens_per_micro), run->max_steps,
+           run->train_loader.num_shards, run->train_loader.batches_per_epoch);
+}
+
+// --dry-run 1: after the flags, the model's config and the data are checked, the sizes of the
+// model and of its arena, exactly, and the run's plan; the model is not allocated.
+static void print_dry_run(Run *run) {
+    const TrainArgs *a = &run->args;
+    size_t adamw_floats = zero_optimizer_init(&run->opt, &run->config, a->zero_stage);
+    GPT2Sizes sz;
+    gpt2_sizes(&sz, &run->config, a->B, a->T, a->model, 1, a->zero_stage ? adamw_floats : 0, a->recompute);
+    gpt2_print_sizes(&sz, &run->config, a->B, a->T, a->recompute);
+    printf("sizes: %zu parameter floats with alignment gaps, %zu activation floats, AdamW m and v %zu floats "
+           "each, arena %zu bytes\n", sz.params_floats, sz.acts_floats, sz.mv_floats, sz.arena_bytes);
+    print_plan(run);
+    printf("dry run: nothing allocated, nothing written\n");
+    zero_optimizer_free(&run->opt);
+}
+
+// The log, the schedule, the matmul precision and the buffers of the loop; prints the run's shape.
+static void start_run(Run *run) {
+    const TrainArgs *a = &run->args;
+    if (a->output_dir != NULL && zero.rank == 0) { runlog_open(&run->log, run->log_path); }
+    run->schedule = (Schedule){(ScheduleKind)a->schedule, a->learning_rate, a->warmup_steps, run->max_steps,
+                               a->final_fraction};
+    print_plan(run);
+    matmul_set_precision((Precision)a->precision);
     printf("precision: %s\n", matmul_precision_path());
 
-    int *rank_inputs = malloc_or_die((size_t)tokens_per_micro * sizeof(int), "micro-batch");
-    int *rank_targets = malloc_or_die((size_t)tokens_per_micro * sizeof(int), "micro-batch");
-    int *gen_tokens = malloc_or_die(((size_t)args.gen_tokens + 1) * sizeof(int), "sample tokens");
-    float *sample_scratch = malloc_or_die((size_t)config.vocab_size * sizeof(float), "sampler");
-    int *eval_tokens = args.eval_every > 0 ? malloc_or_die(2 * (size_t)tokens_per_micro * sizeof(int), "eval") : NULL;
-    GPT2Cache sample_cache = {0};
-    if (args.sample_every > 0 && zero.rank == 0) { gpt2_cache_create(&sample_cache, &model, args.T); }
+    const size_t micro = (size_t)run->tokens_per_micro;
+    run->rank_inputs = malloc_or_die(micro * sizeof(int), "micro-batch");
+    run->rank_targets = malloc_or_die(micro * sizeof(int), "micro-batch");
+    run->gen_tokens = malloc_or_die(((size_t)a->gen_tokens + 1) * sizeof(int), "sample tokens");
+    run->sample_scratch = malloc_or_die((size_t)run->config.vocab_size * sizeof(float), "sampler");
+    run->eval_tokens = a->eval_every > 0 ? malloc_or_die(2 * micro * sizeof(int), "eval") : NULL;
+    if (a->sample_every > 0 && zero.rank == 0) { gpt2_cache_create(&run->sample_cache, &run->model, a->T); }
+}
 
-    const int first_step = state.step;
-    for (int step = first_step; step <= max_steps; step++) {
-        const int last_step = step == max_steps;
-        // at the step a checkpoint was made, its validation and sample were done before it
-        const int just_resumed = resumed && step == state.step;
-        if (!just_resumed && args.val_every > 0 && (step % args.val_every == 0 || last_step)) {
-            float val_loss = validation_loss(&model, &val_loader, args.val_batches);
-            printf("step %d: val loss %.6f\n", step, val_loss);
-            runlog_printf(&log, "s:%d tel:%.6f\n", step, val_loss);
+// ----------------------------------------------------------------------------
+// the run: the parts of a step boundary, and the step
+
+// Whether an "every N steps" event falls on this step boundary (always at the last;
+// at step 0 only if at_start).
+static int due(int every, int step, int last_step, int at_start) {
+    return every > 0 && ((step % every == 0 && (step > 0 || at_start)) || last_step);
+}
+
+static void log_validation_loss(Run *run, int step) {
+    float val_loss = validation_loss(&run->model, &run->val_loader, run->args.val_batches);
+    printf("step %d: val loss %.6f\n", step, val_loss);
+    runlog_printf(&run->log, "s:%d tel:%.6f\n", step, val_loss);
+}
+
+static void log_hellaswag(Run *run, int step) {
+    // llm.c's "eval" is acc_norm: the ending with the lowest mean loss per token
+    HellaSwagResult r = hellaswag_evaluate(&run->model, &run->hellaswag, -1, run->eval_tokens,
+                                           run->eval_tokens + run->tokens_per_micro, NULL);
+    float acc_norm = (float)r.correct_norm / r.num_examples;
+    printf("step %d: hellaswag acc_norm %.4f, acc %.4f (%d examples)\n", step, acc_norm,
+           (double)r.correct / r.num_examples, r.num_examples);
+    runlog_printf(&run->log, "s:%d eval:%.4f\n", step, acc_norm);
+}
+
+// The validation loss, HellaSwag and a sample, each when due at this step boundary.
+static void evaluate(Run *run, int step, int last_step) {
+    const TrainArgs *a = &run->args;
+    if (due(a->val_every, step, last_step, 1)) { log_validation_loss(run, step); }
+    if (due(a->eval_every, step, last_step, 0)) { log_hellaswag(run, step); }
+    if (zero.rank == 0 && due(a->sample_every, step, last_step, 0)) {
+        generate_sample(&run->model, &run->sample_cache, &run->tokenizer, run->gen_tokens, a->gen_tokens,
+                        run->eot, a->temperature, a->top_k, &run->state.sample_rng, run->sample_scratch);
+    }
+}
+
+// A stop signal (during the step before, or this boundary's evaluations) is honoured at the
+// step boundary; all ranks take the same decision: any rank's signal stops them all.
+// Returns the signal, or 0.
+static int stop_signal_on_any_rank(int last_step) {
+    double signal_seen = last_step ? 0 : runctl_stop_requested();
+    zero_allreduce_f64(&signal_seen, 1, ZERO_MAX);
+    return (int)signal_seen;
+}
+
+// The checkpoint of step `step` in -o (model_S.bin, state_S.bin), and --keep's pruning.
+static void write_checkpoint(Run *run, int step) {
+    char model_path[PATH_MAX], state_path[PATH_MAX];
+    checkpoint_paths(run->args.output_dir, step, model_path, state_path);
+    run->state.step = step;
+    run->state.data = run->train_loader.pos;
+    size_t kill_after = step == run->faults.kill_checkpoint_step ? run->model.num_parameters * 2 : 0;
+    if (zero.rank == 0) { write_model_checkpoint(&run->model, model_path, kill_after); }
+    zero_write_state_checkpoint(&run->opt, &run->model, &run->state, state_path);  // rank 0 writes
+    if (run->args.keep > 0 && zero.rank == 0) { prune_checkpoints(run->args.output_dir, run->args.keep); }
+    printf("step %d: checkpoint %s\n", step, model_path);
+}
+
+// The gradients of this rank's micro-batches of a step, summed into the model's; returns the
+// global mean loss (on every rank).
+static double accumulate_gradients(Run *run) {
+    const TrainArgs *a = &run->args;
+    DataLoader *loader = &run->train_loader;
+    gpt2_zero_grad(&run->model);
+    double loss = 0.0;
+    const int *inputs = zero.size > 1 ? run->rank_inputs : loader->inputs;
+    const int *targets = zero.size > 1 ? run->rank_targets : loader->targets;
+    for (int64_t micro = 0; micro < run->rank_accum; micro++) {
+        if (next_rank_batch(loader, run->rank_inputs, run->rank_targets)) {
+            printf("epoch %d begins%s\n", loader->pos.epoch + 1, a->shuffle ? " (shards and batches reshuffled)" : "");
         }
-        if (!just_resumed && args.eval_every > 0 && ((step > 0 && step % args.eval_every == 0) || last_step)) {
-            // llm.c's "eval" is acc_norm: the ending with the lowest mean loss per token
-            HellaSwagResult r = hellaswag_evaluate(&model, &hellaswag, -1, eval_tokens,
-                                                   eval_tokens + tokens_per_micro, NULL);
-            float acc_norm = (float)r.correct_norm / r.num_examples;
-            printf("step %d: hellaswag acc_norm %.4f, acc %.4f (%d examples)\n", step, acc_norm,
-                   (double)r.correct / r.num_examples, r.num_examples);
-            runlog_printf(&log, "s:%d eval:%.4f\n", step, acc_norm);
+        profile_lap(&run->model.profile, PROF_DATA, FWD);
+        if (micro == run->rank_accum - 1) { zero_overlap_arm(&run->opt, &run->model); }  // its backward starts the sums
+        loss += gpt2_forward_backward(&run->model, inputs, targets, a->B, a->T, 1.0f / (float)run->accum);
+    }
+    zero_allreduce_f64(&loss, 1, ZERO_SUM);
+    return loss / (double)run->accum;
+}
+
+// AdamW with the clipped gradients; or, when the loss or the norm is not finite, no update,
+// and the end of the run after --max-skips such steps in a row.
+static void update_or_skip(Run *run, int step, double loss, float norm, float lr) {
+    const TrainArgs *a = &run->args;
+    if (!isfinite(loss) || !isfinite(norm)) {
+        run->state.consecutive_skips++;
+        if (zero.rank == 0) {
+            fprintf(stderr, "warning: step %d: non-finite loss (%g) or gradient norm (%g); update skipped (%d in a row)\n",
+                    step + 1, loss, norm, run->state.consecutive_skips);
         }
-        if (!just_resumed && args.sample_every > 0 && zero.rank == 0 && ((step > 0 && step % args.sample_every == 0) || last_step)) {
-            generate_sample(&model, &sample_cache, &tokenizer, gen_tokens, args.gen_tokens, eot, args.temperature,
-                            args.top_k, &state.sample_rng, sample_scratch);
+        if (run->state.consecutive_skips >= a->max_skips) {
+            die("%d steps in a row had a non-finite loss or gradient norm; stopping at step %d "
+                "(checkpoints in %s are intact)", run->state.consecutive_skips, step + 1,
+                a->output_dir != NULL ? a->output_dir : "no -o dir");
         }
-        // a stop signal (during the step before, or this step's validation or sample) is
-        // honoured here, at the step boundary: a checkpoint when there is -o, then the end
-        // (all ranks take the same decision: any rank's signal stops them all)
-        double signal_seen = last_step ? 0 : runctl_stop_requested();
-        zero_allreduce_f64(&signal_seen, 1, ZERO_MAX);
-        const int stop_signal = (int)signal_seen;
-        if (!just_resumed && ((args.checkpoint_every > 0 &&
-            ((step > 0 && step % args.checkpoint_every == 0) || last_step)) || (stop_signal && args.output_dir != NULL))) {
-            char model_path[PATH_MAX], state_path[PATH_MAX];
-            checkpoint_paths(args.output_dir, step, model_path, state_path);
-            state.step = step;
-            state.data = train_loader.pos;
-            size_t kill_after = step == faults.kill_checkpoint_step ? model.num_parameters * 2 : 0;
-            if (zero.rank == 0) { write_model_checkpoint(&model, model_path, kill_after); }
-            zero_write_state_checkpoint(&opt, &model, &state, state_path);  // rank 0 writes
-            if (args.keep > 0 && zero.rank == 0) { prune_checkpoints(args.output_dir, args.keep); }
-            printf("step %d: checkpoint %s\n", step, model_path);
+        return;
+    }
+    run->state.consecutive_skips = 0;
+    float grad_scale = a->grad_clip > 0.0f && norm > a->grad_clip ? a->grad_clip / norm : 1.0f;
+    zero_update(&run->opt, &run->model, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, grad_scale, step + 1);
+    profile_lap(&run->model.profile, PROF_ADAMW, FWD);
+}
+
+// The step's line on stdout (with --profile, its kernels) and in the log.
+static void report_step(Run *run, int step, double loss, float norm, float lr, double ms, double comm_ms,
+                        double wait_ms) {
+    double tok_per_s = (double)run->accum * run->tokens_per_micro / (ms / 1e3);
+    printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, run->max_steps,
+           loss, norm, lr, ms, tok_per_s);
+    if (zero.size > 1) {  // time in collectives, of which waiting for the slowest rank
+        printf(" | comm %.1f ms (wait %.1f)", comm_ms, wait_ms);
+    }
+    printf("\n");
+    if (run->args.profile) { print_profile(&run->model.profile, ms); }
+    runlog_printf(&run->log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss, lr, norm, ms,
+                  tok_per_s);
+}
+
+// Optimizer step `step` (from 0) over `accum` micro-batches.
+static void train_step(Run *run, int step) {
+    double t0 = now_seconds(), comm0 = zero.comm_seconds, wait0 = zero.wait_seconds;
+    profile_start(&run->model.profile);
+    double loss = accumulate_gradients(run);
+    if (step == run->faults.nan_loss_step) { loss = NAN; }
+    zero_sync_gradients(&run->opt, &run->model);
+    float norm = zero_grad_norm(&run->opt, &run->model);
+    profile_lap(&run->model.profile, PROF_GRAD_NORM, FWD);
+    float lr = schedule_lr(&run->schedule, step);
+    update_or_skip(run, step, loss, norm, lr);
+    double ms = (now_seconds() - t0) * 1e3;
+    report_step(run, step, loss, norm, lr, ms, (zero.comm_seconds - comm0) * 1e3, (zero.wait_seconds - wait0) * 1e3);
+}
+
+// The steps from the state's to -x. At each step boundary, the evaluations due, a checkpoint
+// when due (or when a signal stops the run, with -o), then the next step. The boundary a run
+// resumes at had its evaluations and checkpoint before the checkpoint was made.
+static void train(Run *run) {
+    const TrainArgs *a = &run->args;
+    const int first_step = run->state.step;
+    for (int step = first_step; step <= run->max_steps; step++) {
+        const int last_step = step == run->max_steps;
+        const int just_resumed = run->resumed && step == first_step;
+        if (!just_resumed) { evaluate(run, step, last_step); }
+        const int stop_signal = stop_signal_on_any_rank(last_step);
+        if (!just_resumed && (due(a->checkpoint_every, step, last_step, 0) || (stop_signal && a->output_dir != NULL))) {
+            write_checkpoint(run, step);
         }
         if (stop_signal) {
             printf("step %d: stopped by %s\n", step, runctl_signal_name(stop_signal));
-            runlog_printf(&log, "s:%d stop:%s\n", step, runctl_signal_name(stop_signal));
+            runlog_printf(&run->log, "s:%d stop:%s\n", step, runctl_signal_name(stop_signal));
             break;
         }
         if (last_step) { break; }
-
         if (step == first_step + 1) { perf_enable_events(); }
-        // one optimizer step over `accum` micro-batches
-        double t0 = now_seconds(), comm0 = zero.comm_seconds, wait0 = zero.wait_seconds;
-        profile_start(&model.profile);
-        gpt2_zero_grad(&model);
-        double loss = 0.0;
-        const int *inputs = zero.size > 1 ? rank_inputs : train_loader.inputs;
-        const int *targets = zero.size > 1 ? rank_targets : train_loader.targets;
-        for (int micro = 0; micro < rank_accum; micro++) {
-            if (next_rank_batch(&train_loader, rank_inputs, rank_targets)) {
-                printf("epoch %d begins%s\n", train_loader.pos.epoch + 1,
-                       args.shuffle ? " (shards and batches reshuffled)" : "");
-            }
-            profile_lap(&model.profile, PROF_DATA, FWD);
-            if (micro == rank_accum - 1) { zero_overlap_arm(&opt, &model); }  // its backward starts the sums
-            loss += gpt2_forward_backward(&model, inputs, targets, args.B, args.T, 1.0f / accum);
-        }
-        zero_allreduce_f64(&loss, 1, ZERO_SUM);  // the global mean loss on every rank
-        loss /= accum;
-        if (step == faults.nan_loss_step) { loss = NAN; }
-        zero_sync_gradients(&opt, &model);
-        float norm = zero_grad_norm(&opt, &model);
-        profile_lap(&model.profile, PROF_GRAD_NORM, FWD);
-        float lr = schedule_lr(&schedule, step);
-        if (!isfinite(loss) || !isfinite(norm)) {
-            state.consecutive_skips++;
-            if (zero.rank == 0) {
-                fprintf(stderr, "warning: step %d: non-finite loss (%g) or gradient norm (%g); update skipped (%d in a row)\n",
-                        step + 1, loss, norm, state.consecutive_skips);
-            }
-            if (state.consecutive_skips >= args.max_skips) {
-                die("%d steps in a row had a non-finite loss or gradient norm; stopping at step %d "
-                    "(checkpoints in %s are intact)", state.consecutive_skips, step + 1,
-                    args.output_dir != NULL ? args.output_dir : "no -o dir");
-            }
-        } else {
-            state.consecutive_skips = 0;
-            float grad_scale = args.grad_clip > 0.0f && norm > args.grad_clip ? args.grad_clip / norm : 1.0f;
-            zero_update(&opt, &model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_scale, step + 1);
-            profile_lap(&model.profile, PROF_ADAMW, FWD);
-        }
-        double ms = (now_seconds() - t0) * 1e3;
-        double tok_per_s = (double)accum * tokens_per_micro / (ms / 1e3);
-        printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, max_steps,
-               loss, norm, lr, ms, tok_per_s);
-        if (zero.size > 1) {  // time in collectives, of which waiting for the slowest rank
-            printf(" | comm %.1f ms (wait %.1f)", (zero.comm_seconds - comm0) * 1e3, (zero.wait_seconds - wait0) * 1e3);
-        }
-        printf("\n");
-        if (args.profile) { print_profile(&model.profile, ms); }
-        runlog_printf(&log, "s:%d trl:%.6f lr:%.6e norm:%.4f ms:%.2f tok/s:%.0f\n", step, loss, lr, norm, ms,
-                      tok_per_s);
+        train_step(run, step);
     }
+}
 
-    runlog_close(&log);
+// The log closed, the peak memory printed, everything freed.
+static void finish_run(Run *run) {
+    const TrainArgs *a = &run->args;
+    runlog_close(&run->log);
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
     printf("peak RSS: %.1f MiB\n", usage.ru_maxrss / 1024.0);
-    free(rank_inputs);
-    free(rank_targets);
-    free(gen_tokens);
-    free(sample_scratch);
-    gpt2_cache_free(&sample_cache);
-    if (args.sample_every > 0 && zero.rank == 0) { tokenizer_free(&tokenizer); }
-    dataloader_free(&train_loader);
-    if (args.val_every > 0) { dataloader_free(&val_loader); }
-    if (args.eval_every > 0) { hellaswag_free(&hellaswag); free(eval_tokens); }
-    gpt2_free(&model);
-    zero_optimizer_free(&opt);
+    free(run->rank_inputs);
+    free(run->rank_targets);
+    free(run->gen_tokens);
+    free(run->sample_scratch);
+    gpt2_cache_free(&run->sample_cache);
+    if (a->sample_every > 0 && zero.rank == 0) { tokenizer_free(&run->tokenizer); }
+    dataloader_free(&run->train_loader);
+    if (a->val_every > 0) { dataloader_free(&run->val_loader); }
+    if (a->eval_every > 0) { hellaswag_free(&run->hellaswag); free(run->eval_tokens); }
+    gpt2_free(&run->model);
+    zero_optimizer_free(&run->opt);
+}
+
+// ----------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    zero_init(&argc, &argv);
+    static Run run = {.log = {.fd = -1}};
+    parse_args(&run.args, argc, argv);
+    runctl_install_signal_handlers();  // from here on, SIGINT/SIGTERM stop at the first step boundary
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    run.faults = read_faults();
+
+    read_model_config(&run);
+    open_inputs(&run);      // checked before the big allocation
+    plan_steps(&run);
+    if (run.args.dry_run) {
+        print_dry_run(&run);
+    } else {
+        open_output_dir(&run);
+        create_model(&run);
+        load_model(&run);
+        start_run(&run);
+        train(&run);
+        finish_run(&run);
+    }
     zero_finalize();
     return 0;
 }

@@ -40,7 +40,8 @@ so a state file implies its model file.
 typedef struct {
     int step;                // optimizer steps completed
     GPT2Config config;
-    int B, T, grad_accum_steps;
+    int B, T;
+    int64_t grad_accum_steps;  // up to -d's 2^40 (B = T = 1)
     uint64_t seed;
     int shuffle;
     DataPosition data;       // of the next training batch
@@ -144,7 +145,9 @@ enum {  // header fields of state_S.bin
     ST_MAGIC, ST_VERSION, ST_STEP, ST_MAXT, ST_V, ST_L, ST_NH, ST_C, ST_VP, ST_B, ST_T, ST_ACCUM,
     ST_SEED_LO, ST_SEED_HI, ST_SHUFFLE, ST_EPOCH, ST_SHARD_POS, ST_SLOT_POS_LO, ST_SLOT_POS_HI,
     ST_RNG_LO, ST_RNG_HI, ST_SKIPS, ST_LR, ST_FINAL_FRACTION, ST_WEIGHT_DECAY, ST_GRAD_CLIP,
-    ST_SCHEDULE, ST_WARMUP, ST_MAX_STEPS, ST_NUM_PARAMS_LO, ST_NUM_PARAMS_HI, ST_CRC = 255
+    ST_SCHEDULE, ST_WARMUP, ST_MAX_STEPS, ST_NUM_PARAMS_LO, ST_NUM_PARAMS_HI,
+    ST_ACCUM_HI,  // the high half of the accumulation steps: 0 in files from before it
+    ST_CRC = 255
 };
 
 static void put_u64(int *h, int lo, uint64_t v) { h[lo] = (int)(uint32_t)v; h[lo + 1] = (int)(uint32_t)(v >> 32); }
@@ -165,7 +168,8 @@ static void state_to_header(const TrainState *s, size_t num_params, int h[256]) 
     h[ST_VP] = s->config.padded_vocab_size;
     h[ST_B] = s->B;
     h[ST_T] = s->T;
-    h[ST_ACCUM] = s->grad_accum_steps;
+    h[ST_ACCUM] = (int)(uint32_t)s->grad_accum_steps;
+    h[ST_ACCUM_HI] = (int)(uint32_t)((uint64_t)s->grad_accum_steps >> 32);
     put_u64(h, ST_SEED_LO, s->seed);
     h[ST_SHUFFLE] = s->shuffle;
     h[ST_EPOCH] = s->data.epoch;
@@ -193,7 +197,7 @@ static void header_to_state(const int h[256], TrainState *s) {
     s->config.padded_vocab_size = h[ST_VP];
     s->B = h[ST_B];
     s->T = h[ST_T];
-    s->grad_accum_steps = h[ST_ACCUM];
+    s->grad_accum_steps = (int64_t)((uint64_t)(uint32_t)h[ST_ACCUM] | (uint64_t)(uint32_t)h[ST_ACCUM_HI] << 32);
     s->seed = get_u64(h, ST_SEED_LO);
     s->shuffle = h[ST_SHUFFLE];
     s->data.epoch = h[ST_EPOCH];

@@ -302,6 +302,58 @@ static const char *human_bytes(double bytes, char buf[32]) {
     return buf;
 }
 
+// The sizes of a model and of its arena for activations of up to (B, T), computed
+// without allocating anything (train_gpt2 --dry-run prints them, GPT-2 XL's included).
+// training, adamw_floats, recompute: as gpt2_create_ex's. Dies with a message if the
+// activations would not fit the kernels' int row count or would be absurdly large.
+typedef struct {
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t act_sizes[NUM_ACTIVATION_TENSORS];
+    size_t num_parameters;  // the tensors' floats, wte's padded rows included
+    size_t params_floats;   // the same with the 64-byte alignment gaps: params_span, and the gradients'
+    size_t grads_floats;    // params_floats when training, else 0
+    size_t mv_floats;       // each of AdamW's m and v: params_floats, this rank's shard (ZeRO-1), or 0
+    size_t acts_floats;     // the activations, with their alignment gaps
+    size_t arena_bytes;     // all of the above
+    int sharded;            // m and v hold only this rank's shard
+} GPT2Sizes;
+
+static void gpt2_sizes(GPT2Sizes *s, const GPT2Config *config, int B, int T, const char *source, int training,
+                       size_t adamw_floats, int recompute) {
+    memset(s, 0, sizeof(*s));
+    if (B < 1) { die("batch size B=%d must be at least 1", B); }
+    if (T < 1 || T > config->max_seq_len) {
+        die("%s: sequence length T=%d outside the model's range 1..%d", source, T, config->max_seq_len);
+    }
+    if ((int64_t)B * T > INT_MAX) {  // the passes count the B*T rows in an int
+        die("B=%d, T=%d: %lld rows, more than the %d a pass can hold", B, T, (long long)B * T, INT_MAX);
+    }
+    if ((double)B * T * 4 * config->channels * config->num_layers > 1e11) {
+        die("B=%d, T=%d: activations would be too large for this model", B, T);
+    }
+    fill_parameter_sizes(s->param_sizes, config);
+    fill_activation_sizes(s->act_sizes, config, B, T, recompute);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { s->num_parameters += s->param_sizes[i]; }
+    s->params_floats = point_tensors(NULL, s->param_sizes, NUM_PARAMETER_TENSORS, NULL);
+    s->acts_floats = point_tensors(NULL, s->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
+    s->sharded = training && adamw_floats > 0 && adamw_floats < s->params_floats;
+    s->mv_floats = !training ? 0 : s->sharded ? (adamw_floats + 15) / 16 * 16 : s->params_floats;
+    s->grads_floats = training ? s->params_floats : 0;
+    s->arena_bytes = (s->params_floats + s->grads_floats + 2 * s->mv_floats + s->acts_floats) * sizeof(float);
+}
+
+// The summary of a training model's sizes: its shape, and the memory of each part.
+static void gpt2_print_sizes(const GPT2Sizes *s, const GPT2Config *config, int B, int T, int recompute) {
+    char b1[32], b2[32], b3[32], b4[32];
+    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
+           config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
+           config->padded_vocab_size, s->num_parameters);
+    printf("memory: parameters %s, gradients %s, AdamW m+v %s, activations %s (B=%d, T=%d%s)\n",
+           human_bytes(s->params_floats * 4.0, b1), human_bytes(s->params_floats * 4.0, b2),
+           human_bytes(s->mv_floats * 8.0, b3), human_bytes(s->acts_floats * 4.0, b4), B, T,
+           recompute ? "; each block recomputed in the backward" : "");
+}
+
 // Allocates the arena for config and activations of up to (B, T), and zeroes
 // the gradients and AdamW state. Parameters are then loaded or initialized.
 // training 0 (generate, evaluation): no gradients nor AdamW state (a quarter of the
@@ -313,29 +365,19 @@ static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, 
                            int training, size_t adamw_floats, int recompute) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
-    if (B < 1) { die("batch size B=%d must be at least 1", B); }
-    if (T < 1 || T > config->max_seq_len) {
-        die("%s: sequence length T=%d outside the model's range 1..%d", source, T, config->max_seq_len);
-    }
-    if ((double)B * T * 4 * config->channels * config->num_layers > 1e11) {
-        die("B=%d, T=%d: activations would be too large for this model", B, T);
-    }
+    GPT2Sizes sz;
+    gpt2_sizes(&sz, config, B, T, source, training, adamw_floats, recompute);
     model->batch_size = B;
     model->seq_len = T;
     model->recompute = recompute;
-    fill_parameter_sizes(model->param_sizes, config);
-    fill_activation_sizes(model->act_sizes, config, B, T, recompute);
-    size_t nparams = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { nparams += model->param_sizes[i]; }
-    model->num_parameters = nparams;
-    size_t params_floats = point_tensors(NULL, model->param_sizes, NUM_PARAMETER_TENSORS, NULL);
-    size_t acts_floats = point_tensors(NULL, model->act_sizes, NUM_ACTIVATION_TENSORS, NULL);
-    model->num_activations = acts_floats;
-    model->params_span = params_floats;
-    const int sharded = training && adamw_floats > 0 && adamw_floats < params_floats;
-    const size_t mv_floats = !training ? 0 : sharded ? (adamw_floats + 15) / 16 * 16 : params_floats;
-    const size_t grads_floats = training ? params_floats : 0;
-    model->arena_bytes = (params_floats + grads_floats + 2 * mv_floats + acts_floats) * sizeof(float);
+    memcpy(model->param_sizes, sz.param_sizes, sizeof(sz.param_sizes));
+    memcpy(model->act_sizes, sz.act_sizes, sizeof(sz.act_sizes));
+    model->num_parameters = sz.num_parameters;
+    model->num_activations = sz.acts_floats;
+    model->params_span = sz.params_floats;
+    const size_t params_floats = sz.params_floats, grads_floats = sz.grads_floats, mv_floats = sz.mv_floats;
+    const size_t acts_floats = sz.acts_floats;
+    model->arena_bytes = sz.arena_bytes;
     model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
     gemm_init();  // the matmuls' packing buffers, once
     float *p = model->arena;
@@ -347,7 +389,7 @@ static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, 
         model->v_memory = p;      p += mv_floats;
         point_tensors((float **)&model->grads, model->param_sizes, NUM_PARAMETER_TENSORS, model->grads_memory);
     }
-    if (training && !sharded) {
+    if (training && !sz.sharded) {
         point_tensors((float **)&model->m, model->param_sizes, NUM_PARAMETER_TENSORS, model->m_memory);
         point_tensors((float **)&model->v, model->param_sizes, NUM_PARAMETER_TENSORS, model->v_memory);
     }
@@ -361,16 +403,7 @@ static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, 
         memset(model->arena + i0, 0, (arena_floats - i0 < zero_block ? arena_floats - i0 : zero_block) * sizeof(float));
     }
     model->mean_loss = -1.0f;
-
-    char b1[32], b2[32], b3[32], b4[32];
-    if (!training) { return; }  // the caller reports what it loaded (stdout is its output)
-    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters\n", config->num_layers,
-           config->num_heads, config->channels, config->max_seq_len, config->vocab_size,
-           config->padded_vocab_size, nparams);
-    printf("memory: parameters %s, gradients %s, AdamW m+v %s, activations %s (B=%d, T=%d%s)\n",
-           human_bytes(params_floats * 4.0, b1), human_bytes(params_floats * 4.0, b2),
-           human_bytes(mv_floats * 8.0, b3), human_bytes(acts_floats * 4.0, b4), B, T,
-           recompute ? "; each block recomputed in the backward" : "");
+    if (training) { gpt2_print_sizes(&sz, config, B, T, recompute); }  // else the caller reports what it loaded (stdout is its output)
 }
 
 static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, const char *source) {

@@ -157,6 +157,12 @@ expect_error "a checkpoint of another model config is refused" 1 "state_00000012
     ./train_gpt2 -e data/ref/chunks/model.bin -i "$data/synth_train_*.bin" -b 4 -t 32 -v 0 -s 0 -x 12 -o "$tmp/ck" -y 1
 expect_error "a resume with another batch size is refused" 1 "state_00000012.bin: the run was made with -b 4, this command has 2" \
     ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -b 2 -t 32 -v 0 -s 0 -x 12 -o "$tmp/ck" -y 1
+# seeds compared exactly: 2^53 + 1 and 2^53 are one double, two data orders
+train -x 2 -n 2 --seed 9007199254740993 -o "$tmp/seed" > /dev/null 2>&1
+expect_error "a resume with another seed above 2^53 is refused" 1 \
+    "state_00000002.bin: the run was made with --seed 9007199254740993, this command has 9007199254740992;" \
+    train -x 4 --seed 9007199254740992 -o "$tmp/seed" -y 1
+expect_ok "a resume with the same seed above 2^53 goes on" train -x 4 --seed 9007199254740993 -o "$tmp/seed" -y 1
 
 # --- non-finite steps: skipped with a warning; K in a row stop the run
 if out=$(LLMC_FAULT=nan-loss:3 train -x 6 -o "$tmp/nan" 2>&1) && \

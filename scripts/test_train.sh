@@ -89,6 +89,12 @@ train -x 3 -v 0 -s 0 -o "$tmp/run3" --seed 5 > /dev/null 2>&1
 [ "$(grep -c trl "$tmp/run3/main.log")" -eq 6 ] && pass "main.log is appended to, never truncated" \
     || fail "main.log appended" "$(grep -c trl "$tmp/run3/main.log") lines"
 
+# --- make help: one line for every target the Makefile names (pattern rules aside)
+declared=$(grep -oE '^[a-zA-Z0-9_-][a-zA-Z0-9_.-]*:' Makefile | tr -d : | sort | tr '\n' ' ')
+listed=$(make -s help | awk '{ print $1 }' | sort | tr '\n' ' ')
+[ -n "$declared" ] && [ "$listed" = "$declared" ] && pass "make help lists every target ($(echo $listed | wc -w))" \
+    || fail "make help" "targets: $declared; listed: $listed"
+
 # --- a model built from scratch
 if out=$(./train_gpt2 -e d6 -i "$data/synth_train_*.bin" -b 1 -t 16 -x 2 -v 0 -s 0 2>&1) && \
    printf '%s' "$out" | grep -q 'L=6 NH=6 C=384 maxT=1024 V=50257 (padded 50304)'; then
@@ -99,6 +105,61 @@ if out=$(./train_gpt2 -e d6 -i "$data/synth_train_*.bin" -b 1 -t 16 -x 2 -v 0 -s
 else
     fail "-e d6 builds a GPT-2 from scratch" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
 fi
+
+# --- token and step counts past 32 bits: -d goes up to 2^40 tokens per step; the
+# accumulation count (2^35 micro-batches of B*T = 32, or 2^40 of one token) and the tokens
+# per step must be counted in 64 bits. The run's first line tells; its first step would never
+# end, so it is stopped once the line is out.
+first_plan_line() {  # first_plan_line OUT ARGS...: runs the trainer until its "threads:" line
+    local out=$1; shift
+    ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -v 0 -s 0 "$@" > "$out" 2>&1 &
+    local pid=$! i
+    for i in $(seq 300); do
+        grep -q '^threads:' "$out" && break
+        kill -0 $pid 2> /dev/null || break
+        sleep 0.1
+    done
+    kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+    local rc=$?
+    grep -m1 '^threads:' "$out" || echo "no plan line (exit $rc): $(tail -n 1 "$out")"
+}
+line=$(first_plan_line "$tmp/d40.out" -b 1 -t 32 -d 1099511627776 -x 1)
+case "$line" in *"B=1 T=32, 34359738368 accumulation steps = 1099511627776 tokens per step | 1 steps"*)
+    pass "-d 2^40: 2^35 accumulation steps and the tokens per step counted in 64 bits";;
+    *) fail "-d 2^40 with B*T = 32" "$line";; esac
+line=$(first_plan_line "$tmp/d40x.out" -b 1 -t 1 -d 1099511627776 -x -1)
+case "$line" in *"B=1 T=1, 1099511627776 accumulation steps = 1099511627776 tokens per step | 1 steps"*)
+    pass "-d 2^40 with B*T = 1 and -x -1: 2^40 accumulation steps, one step (less than an epoch)";;
+    *) fail "-d 2^40 with B*T = 1, -x -1" "$line";; esac
+
+# --- GPT-2 XL's sizes (d48) computed without overflow and without allocating it (--dry-run):
+# the parameter count against GPT-2 XL's known 1,557,611,200 (V=50257; ours pads wte to
+# 50304 rows), the activations and the arena (38 GB) against exact integer arithmetic
+xl_sizes() {  # xl_sizes RECOMPUTE: what --dry-run must print for d48 at B=4, T=1024
+    $PY - "$1" <<'EOF'
+import sys
+recompute = int(sys.argv[1])
+L, C, NH, maxT, V, Vp, B, T = 48, 1600, 25, 1024, 50257, 50304, 4, 1024
+params = [Vp*C, maxT*C] + [L*n for n in (C, C, 3*C*C, 3*C, C*C, C, C, C, 4*C*C, 4*C, 4*C*C, C)] + [C, C]
+assert sum(params) - (Vp - V) * C == 1557611200  # GPT-2 XL
+N, Lk = B*T, 1 if recompute else L
+acts = [N*C, Lk*N, Lk*N, Lk*N*3*C, Lk*NH*N, Lk*N*C, Lk*N*C, Lk*N, Lk*N, Lk*N*4*C, L*N*C,
+        N*C, N, N, N, N*C, N*4*C, min(N, 256)*Vp, N*C, N*C, N*C, N*3*C, N*4*C]
+P, A = (sum((n + 15) // 16 * 16 for n in sizes) for sizes in (params, acts))
+print(f"{sum(params)} parameters|sizes: {P} parameter floats with alignment gaps, {A} activation floats, "
+      f"AdamW m and v {P} floats each, arena {(4*P + A) * 4} bytes")
+EOF
+}
+for recompute in 0 1; do
+    want=$(xl_sizes $recompute)
+    out=$(./train_gpt2 -e d48 -b 4 -t 1024 -i "$data/synth_train_*.bin" -v 0 -s 0 --recompute $recompute --dry-run 1 2>&1)
+    if printf '%s\n' "$out" | grep -qF "${want%%|*}" && printf '%s\n' "$out" | grep -qxF "${want#*|}" && \
+       printf '%s\n' "$out" | grep -q '^dry run: nothing allocated'; then
+        pass "d48 (GPT-2 XL) sizes, --recompute $recompute: ${want#*sizes: }"
+    else
+        fail "d48 sizes, --recompute $recompute" "want '$want', got: $(printf '%s' "$out" | grep -E '^(model|sizes|error)' | tr '\n' '|')"
+    fi
+done
 
 # --- --recompute 1 (each block's forward re-run before its backward) is the same arithmetic
 # as --recompute 0: bit-identical losses, validation losses, samples, parameters and AdamW
