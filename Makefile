@@ -69,7 +69,8 @@ test_kvcache: test_kvcache.c $(HEADERS)
 test_sampler: test_sampler.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-# generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and a PyTorch loop.
+# generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and transformers' generate
+# (KV cache, fp32 and bf16), whose greedy fp32 text must be generate's.
 bench-generate: generate tokenize
 	$(MAKE) -C dev/cpu read_bandwidth
 	bash scripts/bench_generate.sh
@@ -86,8 +87,8 @@ prepare_data: prepare_data.c $(HEADERS)
 data: prepare_data
 	bash scripts/setup_data.sh
 
-# The training step (fp32, bf16) against a tuned PyTorch's (fp32, bf16 autocast), both
-# batch shapes (scripts/bench.sh).
+# The training step (fp32, bf16) against a tuned PyTorch 2's (eager and torch.compile, fp32 and
+# bf16 autocast), both batch shapes, with a progress line per run (scripts/bench.sh).
 bench: train_gpt2
 	$(MAKE) -C dev/cpu fma_peak
 	bash scripts/bench.sh

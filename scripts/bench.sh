@@ -220,7 +220,7 @@ progress() {
     END {
         if (ndone == 0) eta = "time left: known after the first run"
         else eta = sprintf("about %s left%s", left < 90 ? sprintf("%.0f s", left) : sprintf("%.0f min", left / 60),
-                           guessed ? sprintf(" (%d runs of rows not timed yet guessed)", guessed) : "")
+                           guessed ? sprintf(" (%d of them guessed: rows not timed yet)", guessed) : "")
         printf "bench: run %d of %d, %s; %.0f s so far, %s\n", i, n, what, elapsed, eta
     }' "$tmp/done" "$tmp/plan" >&2
 }
