@@ -157,8 +157,9 @@ run_torch() {
     sed -n 's/^pytorch step \([0-9]*\):.* \([0-9.]*\) ms$/\1 \2/p' "$tmp/torch.out" | awk -v w="$warmup" '$1 >= w'
 }
 
-# The plan: one line per run, "KEY B T STEPS WHAT" (KEY: a row key below with _ for spaces; STEPS: the steps it runs, warm-up included), for the
-# progress lines: which run this is, and about how long the rest takes.
+# The plan: one line per run, "KEY B T STEPS WHAT" (KEY: a row key below with _ for spaces;
+# STEPS: the steps it runs, warm-up included), for the progress lines: which run this is, and
+# about how long the rest takes.
 ROWS=("ours fp32" "ours bf16" "torch eager fp32" "torch eager bf16" "torch compile fp32" "torch compile bf16" "ours bf16r")
 row_name() {
     case $1 in
