@@ -73,8 +73,9 @@ test_kvcache: test_kvcache.c $(HEADERS) ## the key/value cache against the full 
 test_sampler: test_sampler.c $(HEADERS) ## the sampler's checks
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-# generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and a PyTorch loop.
-bench-generate: generate tokenize ## generate's tokens/s on GPT-2 124M against the bandwidth bound and PyTorch
+# generate's tokens/s on GPT-2 124M against the memory-bandwidth bound and transformers' generate
+# (KV cache, fp32 and bf16), whose greedy fp32 text must be generate's.
+bench-generate: generate tokenize ## generate's tokens/s on GPT-2 124M against the bandwidth bound and transformers
 	$(MAKE) -C dev/cpu read_bandwidth
 	bash scripts/bench_generate.sh
 
@@ -90,9 +91,9 @@ prepare_data: prepare_data.c $(HEADERS) ## text to llm.c token shards
 data: prepare_data ## Tiny Shakespeare and the GPT-2 vocabulary in data/
 	bash scripts/setup_data.sh
 
-# The training step (fp32, bf16) against a tuned PyTorch's (fp32, bf16 autocast), both
-# batch shapes (scripts/bench.sh).
-bench: train_gpt2 ## the training step, fp32 and bf16, against PyTorch's
+# The training step (fp32, bf16) against a tuned PyTorch 2's (eager and torch.compile, fp32 and
+# bf16 autocast), both batch shapes, with a progress line per run (scripts/bench.sh).
+bench: train_gpt2 ## the training step, fp32 and bf16, against PyTorch 2's four modes
 	$(MAKE) -C dev/cpu fma_peak
 	bash scripts/bench.sh
 

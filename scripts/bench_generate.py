@@ -1,13 +1,19 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """
-The PyTorch peer of generate in scripts/bench_generate.sh: greedy decoding that
-re-runs the whole sequence through the model for every new token (no cache), as
-a PyTorch loop written without one does, on the same llm.c model file.
+The peer of generate in scripts/bench_generate.sh: transformers' own
+GPT2LMHeadModel.generate, greedy, with its key/value cache, on the same model
+(an llm.c model file exported by scripts/llmc_to_hf.py to a local directory,
+loaded offline).
 
-  /usr/bin/python3 scripts/bench_generate.py --write-model OUT.bin --depth d12 [--seed N]
+  .venv/bin/python scripts/bench_generate.py --write-model OUT.bin --depth d12 [--seed N]
       writes a random GPT-2 (llm.c's initialization) as an llm.c model file
-  /usr/bin/python3 scripts/bench_generate.py --model M.bin --prompt-ids FILE -n 64 --threads 2
-      prints: pytorch: prompt=P new=N threads=T seconds=S tok_per_s=X
+  HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_generate.py --hf-dir DIR --dtype fp32|bf16 \\
+      --prompt-ids FILE -n 64 --threads 2 --ids-out FILE
+      loads DIR in that dtype, times generate for 1 and for N new tokens (after a warm-up),
+      writes the prompt and the N new token ids (one per line) to --ids-out and prints:
+      transformers: dtype=D attention=A prompt=P new=N threads=T first_s=S1 total_s=SN tok_per_s=X decode_tok_per_s=Y
+tok_per_s is N over the whole generation (prompt + N tokens); decode_tok_per_s is
+the N-1 tokens after the first over the time they add, (N-1) / (SN - S1).
 """
 import argparse
 import math
@@ -15,8 +21,6 @@ import sys
 import time
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 DEPTHS = {"d6": (6, 384, 6), "d12": (12, 768, 12), "d24": (24, 1024, 16)}
 
@@ -47,39 +51,14 @@ def write_model(path, depth, seed):
             f.write(t.tobytes())
 
 
-def load_model(path):
-    header = np.fromfile(path, np.int32, 256)
-    if header[0] != 20240326 or header[1] != 3:
-        sys.exit(f"error: {path}: not an llm.c fp32 model")
-    maxT, V, L, NH, C, Vp = (int(x) for x in header[2:8])
-    data = np.fromfile(path, np.float32, offset=1024)
-    tensors, off = [], 0
-    for s in shapes(maxT, L, C, Vp):
-        n = int(np.prod(s))
-        tensors.append(torch.from_numpy(data[off:off + n].reshape(s).copy()))
-        off += n
-    return (maxT, V, L, NH, C), tensors
-
-
-def forward(cfg, w, idx):
-    """Logits (T, V) of the token ids idx (T): the whole sequence, as nanoGPT's model."""
-    maxT, V, L, NH, C = cfg
-    wte, wpe, ln1w, ln1b, qkvw, qkvb, attw, attb, ln2w, ln2b, fcw, fcb, fcpw, fcpb, lnfw, lnfb = w
-    T = idx.shape[0]
-    x = wte[idx] + wpe[:T]
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    for l in range(L):
-        h = F.layer_norm(x, (C,), ln1w[l], ln1b[l])
-        q, k, v = F.linear(h, qkvw[l], qkvb[l]).split(C, dim=1)
-        q, k, v = (t.view(T, NH, C // NH).transpose(0, 1) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // NH))
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(0, 1).reshape(T, C)
-        x = x + F.linear(y, attw[l], attb[l])
-        h = F.layer_norm(x, (C,), ln2w[l], ln2b[l])
-        x = x + F.linear(F.gelu(F.linear(h, fcw[l], fcb[l]), approximate="tanh"), fcpw[l], fcpb[l])
-    x = F.layer_norm(x, (C,), lnfw, lnfb)
-    return x @ wte[:V].t()
+def time_generate(model, input_ids, n, eot):
+    """(seconds, output ids) of greedy generate of exactly n new tokens with the KV cache."""
+    import torch
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False, num_beams=1,
+                             use_cache=True, max_new_tokens=n, min_new_tokens=n, pad_token_id=eot)
+    return time.perf_counter() - t0, out[0]
 
 
 def main():
@@ -87,28 +66,37 @@ def main():
     ap.add_argument("--write-model")
     ap.add_argument("--depth", default="d12", choices=sorted(DEPTHS))
     ap.add_argument("--seed", type=int, default=1337)
-    ap.add_argument("--model")
+    ap.add_argument("--hf-dir")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--prompt-ids")
+    ap.add_argument("--ids-out")
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     if a.write_model:
         write_model(a.write_model, a.depth, a.seed)
         return
+    if not (a.hf_dir and a.prompt_ids and a.ids_out):
+        ap.error("expected --write-model, or --hf-dir, --prompt-ids and --ids-out")
+    if a.n < 2:
+        ap.error("-n: expected at least 2 (the decoding rate is over the tokens after the first)")
+    import torch
+    from transformers import GPT2LMHeadModel
     torch.set_num_threads(a.threads)
-    cfg, w = load_model(a.model)
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    model = GPT2LMHeadModel.from_pretrained(a.hf_dir, dtype=dtype, local_files_only=True).eval()
     ids = [int(line) for line in open(a.prompt_ids) if line.strip()]
-    tokens = torch.tensor(ids, dtype=torch.long)
-    with torch.no_grad():
-        forward(cfg, w, tokens[:8])  # warm-up
-        t0 = time.perf_counter()
-        for _ in range(a.n):
-            logits = forward(cfg, w, tokens[-cfg[0]:])
-            tokens = torch.cat([tokens, logits[-1].argmax().view(1)])
-        seconds = time.perf_counter() - t0
-    print(f"pytorch: prompt={len(ids)} new={a.n} threads={a.threads} seconds={seconds:.3f} "
-          f"tok_per_s={a.n / seconds:.2f}")
+    input_ids = torch.tensor([ids], dtype=torch.long)
+    eot = model.config.eos_token_id
+    time_generate(model, input_ids, 2, eot)  # warm-up
+    first_s, _ = time_generate(model, input_ids, 1, eot)
+    total_s, out = time_generate(model, input_ids, a.n, eot)
+    with open(a.ids_out, "w") as f:
+        f.write("".join(f"{t}\n" for t in out.tolist()))
+    print(f"transformers: dtype={a.dtype} attention={model.config._attn_implementation} prompt={len(ids)} new={a.n} "
+          f"threads={a.threads} first_s={first_s:.3f} total_s={total_s:.3f} tok_per_s={a.n / total_s:.2f} "
+          f"decode_tok_per_s={(a.n - 1) / (total_s - first_s):.2f}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
