@@ -593,7 +593,7 @@ int main(int argc, char **argv) {
         } else {
             state.consecutive_skips = 0;
             float grad_scale = args.grad_clip > 0.0f && norm > args.grad_clip ? args.grad_clip / norm : 1.0f;
-            zero_update(&opt, &model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, grad_scale, step + 1);
+            zero_update(&opt, &model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args.weight_decay, grad_scale, step + 1);
             profile_lap(&model.profile, PROF_ADAMW, FWD);
         }
         double ms = (now_seconds() - t0) * 1e3;

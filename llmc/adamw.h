@@ -24,6 +24,11 @@ in dev/cpu/adamw.c, which times them.
 #endif
 #include "vecmath.h"
 
+// The betas and epsilon of training (llm.c's train_gpt2.cu uses the same).
+#define ADAMW_BETA1 0.9f
+#define ADAMW_BETA2 0.95f
+#define ADAMW_EPS 1e-8f
+
 // params, grads, m, v are (n). One pass: reads the four arrays once, writes three.
 // sqrt is vec_sqrt (within 1 ulp of sqrtf, vecmath.h): sqrtf itself does not vectorize
 // unless the build says -fno-math-errno, and a scalar sqrtf per element makes this pass

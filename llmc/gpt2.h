@@ -777,12 +777,23 @@ static float gpt2_grad_norm(const GPT2 *model) {
     return (float)sqrt(sum_of_squares(model->grads_memory, model->params_span));
 }
 
-// One AdamW step (t counts from 1); weight decay on the 2-D tensors only.
+// One AdamW step (t counts from 1) of the parameters in [lo, hi) of the flat array (all of it:
+// 0 to params_span), m and v holding that range only: each tensor's part with its weight decay
+// (the 2-D tensors only). The range may cut through tensors (a ZeRO-1 shard, llmc/zero.h).
+static void gpt2_update_range(GPT2 *model, size_t lo, size_t hi, float *m, float *v, float lr, float beta1,
+                              float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t t0 = (size_t)(((float **)&model->params)[i] - model->params_memory);
+        const size_t t1 = t0 + model->param_sizes[i];
+        const size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
+        if (a >= b) { continue; }
+        adamw_update(model->params_memory + a, model->grads_memory + a, m + (a - lo), v + (a - lo), b - a, lr,
+                     beta1, beta2, eps, PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
+    }
+}
+
 static void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, float eps, float weight_decay,
                         float grad_scale, int t) {
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        adamw_update(((float **)&model->params)[i], ((float **)&model->grads)[i], ((float **)&model->m)[i],
-                     ((float **)&model->v)[i], model->param_sizes[i], lr, beta1, beta2, eps,
-                     PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
-    }
+    gpt2_update_range(model, 0, model->params_span, model->m_memory, model->v_memory, lr, beta1, beta2, eps,
+                      weight_decay, grad_scale, t);
 }
