@@ -420,8 +420,7 @@ static int gpt2_try_load_params(GPT2 *model, const char *path, char *err, size_t
     if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return -1; }
     int header[256], expected_header[256];
     long expected = 256 * (long)sizeof(int) + (long)(model->num_parameters * sizeof(float));
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
+    long size = file_size(f);
     if (size < 256 * (long)sizeof(int) || fseek(f, 0, SEEK_SET) != 0 || fread(header, sizeof(int), 256, f) != 256) {
         snprintf(err, errlen, "%s: truncated file (shorter than the 1024-byte model header)", path);
         fclose(f);

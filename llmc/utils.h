@@ -60,16 +60,18 @@ static void fwrite_or_die(const void *ptr, size_t size, size_t n, FILE *f, const
     if (fwrite(ptr, size, n, f) != n) { die("%s: write failed: %s", path, strerror(errno)); }
 }
 
-static void fclose_or_die(FILE *f, const char *path) {
-    if (fclose(f) != 0) { die("%s: close failed: %s", path, strerror(errno)); }
+// Size of an open file in bytes, or -1 (errno says why); the position is restored.
+static long file_size(FILE *f) {
+    long pos = ftell(f);
+    if (pos < 0 || fseek(f, 0, SEEK_END) != 0) { return -1; }
+    long size = ftell(f);
+    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) { return -1; }
+    return size;
 }
 
-// Size of an open file in bytes (the position is restored).
 static long file_size_or_die(FILE *f, const char *path) {
-    long pos = ftell(f);
-    if (pos < 0 || fseek(f, 0, SEEK_END) != 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
-    long size = ftell(f);
-    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
+    long size = file_size(f);
+    if (size < 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
     return size;
 }
 
@@ -78,9 +80,8 @@ static long file_size_or_die(FILE *f, const char *path) {
 // Returns 0, or -1 with a one-line message in err (the try_ loaders, fuzzing).
 static int read_header_checked(FILE *f, const char *path, int header[256], int magic, int version,
                                const char *kind, char *err, size_t errlen) {
-    long pos = ftell(f), size = -1;
-    if (pos >= 0 && fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
-    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) {
+    long pos = ftell(f), size = file_size(f);
+    if (pos < 0 || size < 0) {
         snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
         return -1;
     }
