@@ -182,23 +182,6 @@ static void write_tokenizer_file(const BPETokenizer *t, const char *outdir) {
 // ----------------------------------------------------------------------------
 // reading
 
-static void make_dirs_or_die(const char *dir) {
-    char *p = malloc_or_die(strlen(dir) + 1, "path");
-    strcpy(p, dir);
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char c = *s;
-            *s = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) { die("%s: cannot create directory: %s", p, strerror(errno)); }
-            *s = c;
-            if (c == '\0') { break; }
-        }
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0) { die("%s: cannot access: %s", dir, strerror(errno)); }
-    if (!S_ISDIR(st.st_mode)) { die("%s: not a directory", dir); }
-    free(p);
-}
 
 // Progress on stderr, for long inputs: bytes done, MB/s and (when the total is known: plain
 // files) the time left. Nothing for the first `delay` seconds, so a quick run prints nothing;
@@ -248,15 +231,6 @@ static void sink_block(void *ctx, size_t bytes) {
     progress_show(p, p->w, 0);
 }
 
-static long parse_count_or_die(const char *flag, const char *value, long min, long max) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || end == value || *end != '\0' || v < min || v > max) {
-        die("%s: expected an integer from %ld to %ld, got \"%s\"", flag, min, max, value);
-    }
-    return v;
-}
 
 static void usage_and_exit(void) {
     fprintf(stderr,

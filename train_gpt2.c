@@ -37,6 +37,7 @@ DIR/lock keeps a second run out of DIR (llmc/runctl.h).
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
 #include "llmc/utils.h"
+#include "llmc/val_loss.h"
 #include "llmc/zero.h"
 
 // ----------------------------------------------------------------------------
@@ -224,36 +225,6 @@ static void perf_enable_events(void) {
 // ----------------------------------------------------------------------------
 // helpers of the training loop
 
-static void make_dir(const char *dir) {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path)) { die("-o %s: path too long", dir); }
-    for (char *p = path + 1; ; p++) {  // mkdir -p
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(path, 0755) != 0 && errno != EEXIST) { die("-o %s: cannot create %s: %s", dir, path, strerror(errno)); }
-            *p = saved;
-            if (saved == '\0') { break; }
-        }
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { die("-o %s: not a directory", dir); }
-}
-
-// The mean loss over the first n batches of the validation shards. With N ranks,
-// rank r evaluates batches r, r+N, r+2N, ... and the sums are added.
-static float validation_loss(GPT2 *model, DataLoader *val, int n) {
-    dataloader_reset(val);
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        dataloader_next_batch(val);
-        if (i % zero.size != zero.rank) { continue; }
-        sum += gpt2_forward(model, val->inputs, val->targets, val->B, val->T);
-    }
-    zero_allreduce_f64(&sum, 1, ZERO_SUM);
-    return (float)(sum / n);
-}
-
 // The next micro-batch of this rank. The global order of micro-batches is the data
 // order; of every N in a row, rank r trains on the r-th: loader sits at the same global
 // position on every rank, and the tokens of a step do not depend on N. Reads all N
@@ -275,14 +246,12 @@ static int next_rank_batch(DataLoader *loader, int *inputs, int *targets) {
 // training T: a sample longer than that slides (the last T/2 tokens re-encoded).
 static void generate_sample(GPT2 *model, GPT2Cache *cache, const Tokenizer *tok, int *tokens, int n, int eot,
                             float temperature, int top_k, uint64_t *rng, float *scratch) {
-    const int V = model->config.vocab_size;
     tokens[0] = eot;
     gpt2_cache_reset(cache);
     if (gemm_precision == PRECISION_BF16) { gpt2_cache_use_bf16(cache, model); }  // of the weights as they are now
     printf("generating:\n---\n");
     for (int i = 1; i <= n; i++) {
-        const float *logits = gpt2_cache_logits(model, cache, tokens, i);
-        int next = sample_token(logits, V, temperature, top_k, random_f32(rng), scratch);
+        int next = gpt2_cache_sample(model, cache, tokens, i, temperature, top_k, 1.0f, rng, scratch, NULL);
         tokens[i] = next;
         tokenizer_print(tok, (uint32_t)next, stdout);
         fflush(stdout);
@@ -403,8 +372,7 @@ int main(int argc, char **argv) {
 
     // the model: a checkpoint, or a new one of a given depth
     GPT2Config config;
-    int from_scratch = gpt2_config_from_depth(args.model, &config);
-    if (!from_scratch) { gpt2_read_config(args.model, &config); }
+    int from_scratch = gpt2_config_from_arg(args.model, &config);
     if (args.T > config.max_seq_len) {
         die("-t %d: longer than the model's maximum sequence length %d (%s)", args.T, config.max_seq_len,
             args.model);
@@ -431,9 +399,7 @@ int main(int argc, char **argv) {
         }
         tokenizer_init(&tokenizer, path);
         eot = (int)tokenizer.eot_token;
-        if (eot >= config.vocab_size) {
-            die("%s: end-of-text token %d is outside the model's vocabulary of %d", path, eot, config.vocab_size);
-        }
+        gpt2_check_eot(&config, eot, path);
     }
     HellaSwag hellaswag;
     if (args.eval_every > 0) {  // rows of an example go args.B at a time, each must fit in T
@@ -452,7 +418,7 @@ int main(int argc, char **argv) {
     RunLog log = {.fd = -1};
     char log_path[PATH_MAX];
     if (args.output_dir != NULL && zero.rank == 0) {
-        make_dir(args.output_dir);
+        make_dirs_or_die(args.output_dir);
         runctl_lock_dir(args.output_dir);  // one run per directory, before anything in it is read or written
         runctl_remove_stale_tmp(args.output_dir);
         snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);

@@ -260,6 +260,21 @@ static void gpt2_read_config(const char *path, GPT2Config *config) {
     if (gpt2_try_read_config(path, config, err, sizeof(err)) != 0) { die("%s", err); }
 }
 
+// The model a -e argument names: d6|d12|d24|d36|d48, a new model of that depth (returns 1),
+// or an llm.c checkpoint file, whose config is read (returns 0).
+static int gpt2_config_from_arg(const char *model, GPT2Config *config) {
+    if (gpt2_config_from_depth(model, config)) { return 1; }
+    gpt2_read_config(model, config);
+    return 0;
+}
+
+// The end-of-text token of a tokenizer (source: its file or vocabulary) must be a token of the model.
+static void gpt2_check_eot(const GPT2Config *config, int eot, const char *source) {
+    if (eot < 0 || eot >= config->vocab_size) {
+        die("%s: end-of-text token %d is outside the model's vocabulary of %d", source, eot, config->vocab_size);
+    }
+}
+
 static void fill_parameter_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config *cfg) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels, maxT = cfg->max_seq_len, L = cfg->num_layers;
     size_t s[NUM_PARAMETER_TENSORS] = {Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C,

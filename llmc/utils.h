@@ -13,6 +13,7 @@ callers read straight-line code.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 // Set by a distributed run (llmc/zero.h): errors name this process's rank, and
@@ -140,4 +141,34 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// The integer value of a command-line flag, from min to max, or a one-line error naming it.
+static long parse_count_or_die(const char *flag, const char *value, long min, long max) {
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end != '\0' || v < min || v > max) {
+        die("%s: expected an integer from %ld to %ld, got \"%s\"", flag, min, max, value);
+    }
+    return v;
+}
+
+// mkdir -p dir, or a one-line error naming the directory that cannot be made.
+static void make_dirs_or_die(const char *dir) {
+    char *p = malloc_or_die(strlen(dir) + 1, "path");
+    strcpy(p, dir);
+    for (char *s = p;; s++) {
+        if ((*s == '/' && s > p) || *s == '\0') {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) { die("%s: cannot create directory: %s", p, strerror(errno)); }
+            *s = c;
+            if (c == '\0') { break; }
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) { die("%s: cannot access: %s", dir, strerror(errno)); }
+    if (!S_ISDIR(st.st_mode)) { die("%s: not a directory", dir); }
+    free(p);
 }
