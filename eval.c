@@ -35,7 +35,7 @@ typedef struct {
     int max_batches;          // -m, -1: all
     int max_examples;         // --max-examples, -1: all
     int verbose;              // --verbose: a line per HellaSwag example
-    int precision;            // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
+    int precision;            // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/gemm.h)
 } EvalArgs;
 
 static void print_usage(FILE *out) {

@@ -41,7 +41,7 @@ typedef struct {
     int top_k;                   // --top-k
     float top_p;                 // --top-p
     uint64_t seed;               // --seed
-    int precision;               // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
+    int precision;               // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/gemm.h)
 } GenerateArgs;
 
 static void print_usage(FILE *out) {

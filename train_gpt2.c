@@ -72,7 +72,7 @@ typedef struct {
     int eval_every;               // --eval-every: HellaSwag every N steps, 0: never
     const char *eval_file;        // --eval-file
     int zero_stage;               // -z
-    int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
+    int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/gemm.h)
     int recompute;                // --recompute
 } TrainArgs;
 

@@ -89,8 +89,8 @@ static const int PARAMETER_GRAD_OVERWRITTEN[NUM_PARAMETER_TENSORS] = {1, 0, 0, 0
 // pass: the LayerNorm outputs and gelu(fch) (cheap elementwise work); that is
 // (B, T, 6C) floats per layer less, what keeps the activations of B=4, T=1024
 // small (make bench prints our peak RSS beside PyTorch's). The attention output is
-// kept: recomputing it was one more attention forward, 5% of a bf16 step at T=1024 on
-// Zen 5, for (B, T, C) floats a layer. The attention matrix is never stored (see attention.h).
+// kept: recomputing it would cost one more attention forward per step, to save (B, T, C)
+// floats a layer. The attention matrix is never stored (see attention.h).
 // With recompute (train_gpt2 --recompute 1, activation checkpointing per block) the
 // tensors marked "(L, ...)" other than residual3 hold one layer: the forward pass keeps
 // only each block's input, and the backward pass re-runs block l's forward into them
@@ -771,8 +771,8 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
 
 // Readies the gradients for a step: the first gpt2_forward_backward after it writes the
 // tensors of PARAMETER_GRAD_OVERWRITTEN, so only the others and the alignment gaps between
-// tensors (which the gradient norm and the MPI sums read) are zeroed here. Zeroing all of
-// them took 10-15 ms of a 430 ms bf16 step of GPT-2 124M at B=4 T=64 on Zen 5.
+// tensors (which the gradient norm and the MPI sums read) are zeroed here, not the whole
+// gradient array again.
 static void gpt2_zero_grad(GPT2 *model) {
     float *const *grads = (float *const *)&model->grads;
     float *from = model->grads_memory;  // the start of what is left to zero

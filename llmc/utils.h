@@ -16,7 +16,7 @@ callers read straight-line code.
 #include <sys/stat.h>
 #include <time.h>
 
-// Set by a distributed run (llmc/zero.h): errors name this process's rank, and
+// Set by a distributed run (llmc/collectives.h): errors name this process's rank, and
 // exiting ends every process of the job (MPI_Abort), so that no rank waits forever.
 static char die_rank_label[32];          // "rank 1: ", or empty
 static void (*die_exit_hook)(int code);  // NULL: plain exit
@@ -126,9 +126,8 @@ static void *aligned_alloc_or_die(size_t bytes, const char *what) {
 }
 
 // For the big arenas: 2 MiB aligned (whole pages, cache-line aligned tensors). Not marked
-// for transparent huge pages (MADV_HUGEPAGE): on this project's VMs, first touching 2 GB of
-// huge pages took 6-8 s against 2 s for small pages (the hypervisor backs them lazily),
-// while no step got measurably faster with them.
+// for transparent huge pages (MADV_HUGEPAGE): where a hypervisor backs them lazily, first
+// touching them costs more start-up time than the steps gain.
 static void *arena_alloc_or_die(size_t bytes, const char *what) {
     const size_t huge = 2u << 20;
     size_t rounded = (bytes + huge - 1) / huge * huge;
