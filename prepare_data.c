@@ -310,7 +310,7 @@ int main(int argc, char **argv) {
         if (gzipped || progress.total_bytes < 0) { progress.total_bytes = -1; }
         else { progress.total_bytes += (long)st.st_size; }
     }
-    make_dirs_or_die(outdir);
+    make_dirs_or_die(outdir, NULL);
     atexit(atomic_remove_pending);  // an error's exit leaves no temporary file
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);

@@ -418,7 +418,7 @@ int main(int argc, char **argv) {
     RunLog log = {.fd = -1};
     char log_path[PATH_MAX];
     if (args.output_dir != NULL && zero.rank == 0) {
-        make_dirs_or_die(args.output_dir);
+        make_dirs_or_die(args.output_dir, "-o");
         runctl_lock_dir(args.output_dir);  // one run per directory, before anything in it is read or written
         runctl_remove_stale_tmp(args.output_dir);
         snprintf(log_path, sizeof(log_path), "%s/main.log", args.output_dir);

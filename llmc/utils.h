@@ -153,21 +153,26 @@ static long parse_count_or_die(const char *flag, const char *value, long min, lo
     return v;
 }
 
-// mkdir -p dir, or a one-line error naming the directory that cannot be made.
-static void make_dirs_or_die(const char *dir) {
+// mkdir -p dir, or a one-line error naming the directory that cannot be made (after
+// "FLAG DIR: " when the directory came with a flag, NULL otherwise).
+static void make_dirs_or_die(const char *dir, const char *flag) {
+    const char *sep = flag != NULL ? " " : "", *f = flag != NULL ? flag : "", *d = flag != NULL ? dir : "";
+    const char *colon = flag != NULL ? ": " : "";
     char *p = malloc_or_die(strlen(dir) + 1, "path");
     strcpy(p, dir);
     for (char *s = p;; s++) {
         if ((*s == '/' && s > p) || *s == '\0') {
             char c = *s;
             *s = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) { die("%s: cannot create directory: %s", p, strerror(errno)); }
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                die("%s%s%s%s%s: cannot create directory: %s", f, sep, d, colon, p, strerror(errno));
+            }
             *s = c;
             if (c == '\0') { break; }
         }
     }
     struct stat st;
-    if (stat(dir, &st) != 0) { die("%s: cannot access: %s", dir, strerror(errno)); }
-    if (!S_ISDIR(st.st_mode)) { die("%s: not a directory", dir); }
+    if (stat(dir, &st) != 0) { die("%s%s%s: cannot access: %s", f, sep, dir, strerror(errno)); }
+    if (!S_ISDIR(st.st_mode)) { die("%s%s%s: not a directory", f, sep, dir); }
     free(p);
 }
