@@ -27,7 +27,7 @@ ifneq ($(NO_OMP),1)
   endif
 endif
 
-# MPI (data-parallel training, llmc/zero.h): train_gpt2 is built with mpicc and
+# MPI (data-parallel training, llmc/zero.h and llmc/collectives.h): train_gpt2 is built with mpicc and
 # -DUSE_MPI when mpicc is found (NO_MPI=1: never); the same sources build without it.
 ifneq ($(NO_MPI),1)
   MPICC := $(shell command -v mpicc 2>/dev/null)

@@ -25,6 +25,7 @@ llmc/gpt2.h's, the one train_gpt2 runs.
 #include "llmc/gpt2.h"
 #include "llmc/hellaswag.h"
 #include "llmc/utils.h"
+#include "llmc/val_loss.h"
 
 typedef struct {
     const char *model;        // -e
@@ -34,7 +35,7 @@ typedef struct {
     int max_batches;          // -m, -1: all
     int max_examples;         // --max-examples, -1: all
     int verbose;              // --verbose: a line per HellaSwag example
-    int precision;            // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
+    int precision;            // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/gemm.h)
 } EvalArgs;
 
 static void print_usage(FILE *out) {
@@ -124,12 +125,8 @@ int main(int argc, char **argv) {
            human_bytes(model.num_activations * 4.0, b2), B, T);
 
     if (args.val_pattern != NULL) {
-        double t0 = now_seconds(), sum = 0.0;
-        for (int i = 0; i < batches; i++) {
-            dataloader_next_batch(&loader);
-            sum += gpt2_forward(&model, loader.inputs, loader.targets, args.B, args.T);
-        }
-        double loss = (float)(sum / batches);  // as train_gpt2's validation loss, a float
+        double t0 = now_seconds();
+        double loss = validation_loss(&model, &loader, batches);  // train_gpt2's, a float
         printf("val loss %.6f | perplexity %.4f | %d batches of B=%d T=%d (%ld tokens) from %s | %.1f s\n", loss,
                exp(loss), batches, args.B, args.T, (long)batches * args.B * args.T, args.val_pattern,
                now_seconds() - t0);

@@ -41,7 +41,7 @@ typedef struct {
     int top_k;                   // --top-k
     float top_p;                 // --top-p
     uint64_t seed;               // --seed
-    int precision;               // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
+    int precision;               // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/gemm.h)
 } GenerateArgs;
 
 static void print_usage(FILE *out) {
@@ -161,14 +161,11 @@ int main(int argc, char **argv) {
     if (eot < 0) { die("%s/encoder.json: has no \"%s\" token", args.vocab_dir, BPE_EOT_STRING); }
 
     GPT2Config config;
-    const int random_model = gpt2_config_from_depth(args.model, &config);
-    if (!random_model) { gpt2_read_config(args.model, &config); }
+    const int random_model = gpt2_config_from_arg(args.model, &config);
     if (decode_vocab < config.vocab_size) {
         die("%s: a vocabulary of %d tokens, the model's has %d", decode_source, decode_vocab, config.vocab_size);
     }
-    if (eot >= config.vocab_size) {
-        die("%s: end-of-text token %d is outside the model's vocabulary of %d", decode_source, eot, config.vocab_size);
-    }
+    gpt2_check_eot(&config, eot, decode_source);
 
     TokenVec prompt = {0};
     if (args.eot) { tokenvec_push(&prompt, (uint32_t)eot); }
@@ -217,10 +214,9 @@ int main(int argc, char **argv) {
     double t0 = now_seconds(), t_first = t0;
     int n = n_prompt, generated = 0;
     while (n < n_total) {
-        const float *logits = gpt2_cache_logits(&model, &cache, tokens, n);
+        const int next = gpt2_cache_sample(&model, &cache, tokens, n, args.temperature, args.top_k, args.top_p, &rng,
+                                           scratch, cand);
         if (n == n_prompt) { t_first = now_seconds(); }
-        const int next = sample_token_ex(logits, config.vocab_size, args.temperature, args.top_k, args.top_p,
-                                         random_f32(&rng), scratch, cand);
         if (next == eot) { break; }
         tokens[n++] = next;
         generated++;

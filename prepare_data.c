@@ -22,10 +22,11 @@ number of tokens) then the tokens as uint16. OUTDIR/gpt2_tokenizer.bin is a
 each token, a uint8 length and its bytes.
 
 Inputs may be gzip-compressed (read transparently) and are streamed in blocks,
-so memory stays bounded (a few blocks per thread) whatever the input size. Every
-output file is written as NAME.tmp, synced, and renamed only when complete; on
-any error the temporary file is removed, so no half-written file ever has a
-final name.
+so memory stays bounded (a few blocks per thread) whatever the input size. A run
+longer than 2 seconds shows its progress on stderr (MB done, MB/s, time left).
+Every output file is written through llmc/atomic_file.h (NAME.tmp, fsync, rename,
+directory fsync); on any error or signal the temporary files are removed, so no
+half-written file ever has a final name.
 */
 #include <stdint.h>
 #include <stdio.h>
@@ -39,75 +40,18 @@ final name.
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "llmc/utils.h"
+#include "llmc/atomic_file.h"
 #include "llmc/bpe.h"
+#include "llmc/dataloader.h"
 #include "llmc/text_input.h"
+#include "llmc/tokenizer.h"
+#include "llmc/utils.h"
 
-#define SHARD_MAGIC 20240520
-#define SHARD_VERSION 1
-#define TOKENIZER_FILE_MAGIC 20240328
-#define TOKENIZER_FILE_VERSION 2
-
-// ----------------------------------------------------------------------------
-// temporary files: removed on any exit that did not rename them
-
-#define MAX_PENDING 4
-static char *pending_tmp[MAX_PENDING];
-
-static void remove_pending_tmp(void) {
-    for (int i = 0; i < MAX_PENDING; i++) {
-        if (pending_tmp[i]) { unlink(pending_tmp[i]); }
-    }
-}
-
+// A signal removes the temporary files not yet renamed, then ends the process as it would have.
 static void on_signal(int sig) {
-    remove_pending_tmp();  // unlink is async-signal-safe
+    atomic_remove_pending();  // async-signal-safe
     signal(sig, SIG_DFL);
     raise(sig);
-}
-
-static void add_pending(char *tmp_path) {
-    for (int i = 0; i < MAX_PENDING; i++) {
-        if (pending_tmp[i] == NULL) { pending_tmp[i] = tmp_path; return; }
-    }
-    die("internal error: too many temporary files");
-}
-
-static void drop_pending(const char *tmp_path) {
-    for (int i = 0; i < MAX_PENDING; i++) {
-        if (pending_tmp[i] == tmp_path) { pending_tmp[i] = NULL; }
-    }
-}
-
-static char *path_join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc_or_die(n, "path");
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static char *tmp_name(const char *path) {
-    size_t n = strlen(path) + 5;
-    char *p = malloc_or_die(n, "path");
-    snprintf(p, n, "%s.tmp", path);
-    return p;
-}
-
-static FILE *create_tmp_or_die(char *tmp_path) {
-    add_pending(tmp_path);  // before creating it, so that no exit can miss it
-    FILE *f = fopen(tmp_path, "wb");
-    if (f == NULL) { die("%s: cannot create: %s", tmp_path, strerror(errno)); }
-    return f;
-}
-
-// Flushes, syncs and closes f, then renames tmp_path to path. A full disk shows up
-// here at the latest (buffered writes, delayed allocation).
-static void commit_tmp_or_die(FILE *f, char *tmp_path, const char *path) {
-    if (fflush(f) != 0) { die("%s: write failed: %s", tmp_path, strerror(errno)); }
-    if (fsync(fileno(f)) != 0 && errno != EINVAL) { die("%s: sync failed: %s", tmp_path, strerror(errno)); }
-    if (fclose(f) != 0) { die("%s: close failed: %s", tmp_path, strerror(errno)); }
-    if (rename(tmp_path, path) != 0) { die("%s: cannot rename to %s: %s", tmp_path, path, strerror(errno)); }
-    drop_pending(tmp_path);
 }
 
 // ----------------------------------------------------------------------------
@@ -119,8 +63,8 @@ typedef struct {
     long val_tokens;     // tokens still owed to the validation shard at the start
     long shard_tokens;   // at most this many per train shard
     // the shard being written
-    FILE *f;
-    char *path, *tmp_path;
+    AtomicFile file;
+    int open;
     const char *split;   // "val" or "train"
     int index;           // train shard number
     long count;          // tokens in it so far
@@ -128,75 +72,67 @@ typedef struct {
     size_t buf_len;
     // the finished val shard keeps its temporary name until the run succeeds, so a
     // failed run (too few tokens, full disk, ...) leaves no val shard behind
-    FILE *val_done_f;
-    char *val_done_path, *val_done_tmp;
+    AtomicFile val_done;
+    int val_pending;
     long total_tokens, val_written, train_written;
     long documents;      // EOT tokens written
     int train_shards;
 } ShardWriter;
 
+static void output_path(char *out, const char *outdir, const char *file) {
+    if (snprintf(out, PATH_MAX, "%s/%s", outdir, file) >= PATH_MAX) { die("%s/%s: path too long", outdir, file); }
+}
+
 static void shard_flush(ShardWriter *w) {
     if (w->buf_len == 0) { return; }
-    if (fwrite(w->buf, sizeof(uint16_t), w->buf_len, w->f) != w->buf_len) {
-        die("%s: write failed: %s", w->tmp_path, strerror(errno));
-    }
+    atomic_write(&w->file, w->buf, w->buf_len * sizeof(uint16_t));
     w->buf_len = 0;
 }
 
 static void shard_open(ShardWriter *w, const char *split, int index) {
-    char file[4096];
-    int n = snprintf(file, sizeof(file), "%s_%s_%06d.bin", w->name, split, index);
-    if (n < 0 || n >= (int)sizeof(file)) { die("--name: too long"); }
-    w->path = path_join(w->outdir, file);
-    w->tmp_path = tmp_name(w->path);
-    w->f = create_tmp_or_die(w->tmp_path);
+    char file[PATH_MAX], path[PATH_MAX];
+    if (snprintf(file, sizeof(file), "%s_%s_%06d.bin", w->name, split, index) >= (int)sizeof(file)) {
+        die("--name: too long");
+    }
+    output_path(path, w->outdir, file);
+    atomic_open(&w->file, path, 0);
+    w->open = 1;
     w->split = split;
     w->index = index;
     w->count = 0;
     int header[256] = {0};  // the real count is written when the shard is complete
-    if (fwrite(header, sizeof(int), 256, w->f) != 256) { die("%s: write failed: %s", w->tmp_path, strerror(errno)); }
+    atomic_write(&w->file, header, sizeof(header));
 }
 
-static void shard_write_header(ShardWriter *w) {
+// Completes the current shard: header, sync, rename (the val shard's rename waits).
+static void shard_close(ShardWriter *w) {
     shard_flush(w);
     int header[256] = {0};
     header[0] = SHARD_MAGIC;
     header[1] = SHARD_VERSION;
     header[2] = (int)w->count;
-    if (fflush(w->f) != 0) { die("%s: write failed: %s", w->tmp_path, strerror(errno)); }
-    if (fseek(w->f, 0, SEEK_SET) != 0) { die("%s: cannot seek: %s", w->tmp_path, strerror(errno)); }
-    if (fwrite(header, sizeof(int), 256, w->f) != 256) { die("%s: write failed: %s", w->tmp_path, strerror(errno)); }
+    atomic_write_at(&w->file, 0, header, sizeof(header));
+    if (strcmp(w->split, "val") == 0) {
+        w->val_done = w->file;
+        w->val_pending = 1;
+    } else {
+        atomic_commit(&w->file);
+        w->train_shards++;
+    }
+    w->open = 0;
 }
 
 static void shard_commit_val(ShardWriter *w) {
-    if (w->val_done_f == NULL) { return; }
-    commit_tmp_or_die(w->val_done_f, w->val_done_tmp, w->val_done_path);
-    w->val_done_f = NULL;
-    free(w->val_done_path);
-    free(w->val_done_tmp);
-}
-
-// Completes the current shard: header, sync, rename (the val shard's rename waits).
-static void shard_close(ShardWriter *w) {
-    shard_write_header(w);
-    if (strcmp(w->split, "val") == 0) {
-        w->val_done_f = w->f;
-        w->val_done_path = w->path;
-        w->val_done_tmp = w->tmp_path;
-    } else {
-        commit_tmp_or_die(w->f, w->tmp_path, w->path);
-        w->train_shards++;
-        free(w->path);
-        free(w->tmp_path);
-    }
-    w->f = NULL;
+    if (!w->val_pending) { return; }
+    atomic_commit(&w->val_done);
+    w->val_pending = 0;
 }
 
 static void shard_write(ShardWriter *w, const uint32_t *tokens, size_t n) {
     const size_t buf_cap = sizeof(w->buf) / sizeof(w->buf[0]);
     size_t i = 0;
     while (i < n) {
-        if (w->f == NULL) {
+        if (!w->open) {
             if (w->val_written < w->val_tokens) { shard_open(w, "val", 0); }
             else { shard_open(w, "train", w->train_shards); }
         }
@@ -219,65 +155,70 @@ static void shard_write(ShardWriter *w, const uint32_t *tokens, size_t n) {
 // the tokenizer file
 
 static void write_tokenizer_file(const BPETokenizer *t, const char *outdir) {
-    char *path = path_join(outdir, "gpt2_tokenizer.bin");
-    char *tmp = tmp_name(path);
-    FILE *f = create_tmp_or_die(tmp);
+    char path[PATH_MAX];
+    output_path(path, outdir, "gpt2_tokenizer.bin");
+    AtomicFile f;
+    atomic_open(&f, path, 0);
     int header[256] = {0};
-    header[0] = TOKENIZER_FILE_MAGIC;
-    header[1] = TOKENIZER_FILE_VERSION;
+    header[0] = TOKENIZER_MAGIC;
+    header[1] = TOKENIZER_VERSION;
     header[2] = t->vocab_size;
     header[3] = t->eot_token;
-    if (fwrite(header, sizeof(int), 256, f) != 256) { die("%s: write failed: %s", tmp, strerror(errno)); }
+    atomic_write(&f, header, sizeof(header));
+    uint8_t *buf = malloc_or_die((size_t)t->vocab_size * 256, "the tokenizer file");
+    size_t n = 0;
     for (int id = 0; id < t->vocab_size; id++) {
         size_t len;
         const uint8_t *bytes = bpe_token_bytes(t, (uint32_t)id, &len);
-        uint8_t len8 = (uint8_t)len;  // at most 255: checked when encoder.json was read
-        if (fwrite(&len8, 1, 1, f) != 1 || fwrite(bytes, 1, len, f) != len) {
-            die("%s: write failed: %s", tmp, strerror(errno));
-        }
+        buf[n++] = (uint8_t)len;  // at most 255: checked when encoder.json was read
+        memcpy(buf + n, bytes, len);
+        n += len;
     }
-    commit_tmp_or_die(f, tmp, path);
-    free(tmp);
-    free(path);
+    atomic_write(&f, buf, n);
+    free(buf);
+    atomic_commit(&f);
 }
 
 // ----------------------------------------------------------------------------
 // reading
 
-static void make_dirs_or_die(const char *dir) {
-    char *p = malloc_or_die(strlen(dir) + 1, "path");
-    strcpy(p, dir);
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char c = *s;
-            *s = '\0';
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) { die("%s: cannot create directory: %s", p, strerror(errno)); }
-            *s = c;
-            if (c == '\0') { break; }
-        }
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0) { die("%s: cannot access: %s", dir, strerror(errno)); }
-    if (!S_ISDIR(st.st_mode)) { die("%s: not a directory", dir); }
-    free(p);
-}
 
+// Progress on stderr, for long inputs: bytes done, MB/s and (when the total is known: plain
+// files) the time left. Nothing for the first `delay` seconds, so a quick run prints nothing;
+// then on a terminal one line redrawn in place (\r) twice a second (or every `every` s, if
+// less), elsewhere (a log) a line every `every` seconds, and a last line when done.
 typedef struct {
-    double start;
-    double last_print;
-    long bytes_read;
+    double start, last_print;
+    double delay, every;  // seconds
+    long bytes_read;      // of text, over all inputs so far
+    long total_bytes;     // of all inputs, -1: unknown (stdin, a pipe, gzip)
     int on_terminal;
+    int shown;            // a progress line was printed
     ShardWriter *w;
 } Progress;
 
 static void progress_show(Progress *p, const ShardWriter *w, int final) {
-    if (!p->on_terminal) { return; }
-    double now = now_seconds();
-    if (!final && now - p->last_print < 0.5) { return; }
+    const double now = now_seconds(), elapsed = now - p->start > 1e-9 ? now - p->start : 1e-9;
+    if (final ? !p->shown : elapsed < p->delay || now - p->last_print < (p->on_terminal && p->every > 0.5 ? 0.5 : p->every)) {
+        return;
+    }
     p->last_print = now;
-    double s = now - p->start > 1e-9 ? now - p->start : 1e-9;
-    fprintf(stderr, "\r%.1f MB read, %ld tokens, %.1f MB/s   %s", p->bytes_read / 1e6, w->total_tokens,
-            p->bytes_read / 1e6 / s, final ? "\n" : "");
+    p->shown = 1;
+    const double mb = p->bytes_read / 1e6, rate = mb / elapsed;
+    char line[256];
+    if (final) {
+        snprintf(line, sizeof(line), "progress: done, %.1f MB in %.1f s, %.1f MB/s, %ld tokens", mb, elapsed, rate,
+                 w->total_tokens);
+    } else if (p->total_bytes > 0) {
+        const double left = rate > 0 ? (p->total_bytes / 1e6 - mb) / rate : 0.0;
+        snprintf(line, sizeof(line), "progress: %.1f of %.1f MB (%.0f%%), %.1f MB/s, %.0f s left, %ld tokens", mb,
+                 p->total_bytes / 1e6, 100.0 * p->bytes_read / p->total_bytes, rate, left > 0 ? left : 0.0,
+                 w->total_tokens);
+    } else {
+        snprintf(line, sizeof(line), "progress: %.1f MB, %.1f MB/s, %ld tokens", mb, rate, w->total_tokens);
+    }
+    if (p->on_terminal) { fprintf(stderr, "\r%-79s%s", line, final ? "\n" : ""); }  // pads over a longer line
+    else { fprintf(stderr, "%s\n", line); }
     fflush(stderr);
 }
 
@@ -290,15 +231,6 @@ static void sink_block(void *ctx, size_t bytes) {
     progress_show(p, p->w, 0);
 }
 
-static long parse_count_or_die(const char *flag, const char *value, long min, long max) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || end == value || *end != '\0' || v < min || v > max) {
-        die("%s: expected an integer from %ld to %ld, got \"%s\"", flag, min, max, value);
-    }
-    return v;
-}
 
 static void usage_and_exit(void) {
     fprintf(stderr,
@@ -307,7 +239,8 @@ static void usage_and_exit(void) {
         "Writes OUTDIR/NAME_val_000000.bin (the first N tokens, if N > 0), OUTDIR/NAME_train_%%06d.bin\n"
         "and OUTDIR/gpt2_tokenizer.bin in llm.c's formats. Each input file is a document and the\n"
         "EOT token goes before each document; --split-blank-lines also ends a document after\n"
-        "every \"\\n\\n\" (llm.c's Tiny Shakespeare sections). Inputs may be gzip-compressed; - reads stdin.\n");
+        "every \"\\n\\n\" (llm.c's Tiny Shakespeare sections). Inputs may be gzip-compressed; - reads stdin.\n"
+        "A run over 2 seconds shows its progress on stderr (MB done, MB/s, time left).\n");
     exit(1);
 }
 
@@ -317,6 +250,7 @@ int main(int argc, char **argv) {
     int n_inputs = 0;
     long val_tokens = 0, shard_tokens = 100000000, block_bytes = 4L << 20;
     int n_threads = 1, split_blank_lines = 0;
+    Progress progress = {.delay = 2.0, .every = 5.0, .total_bytes = 0};
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
 #endif
@@ -336,6 +270,14 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--threads") == 0) { n_threads = (int)parse_count_or_die(a, v, 1, 64); }
         // bytes of text per thread per step; small values exercise the streaming in tests
         else if (strcmp(a, "--block-bytes") == 0) { block_bytes = parse_count_or_die(a, v, 1, 1L << 30); }
+        // DELAY,EVERY: progress after DELAY s, a line every EVERY s off a terminal; for tests
+        else if (strcmp(a, "--progress-timing") == 0) {
+            char tail;
+            if (sscanf(v, "%lf,%lf%c", &progress.delay, &progress.every, &tail) != 2 || !(progress.delay >= 0) ||
+                !(progress.every >= 0)) {
+                die("%s: expected DELAY,EVERY (seconds), got \"%s\"", a, v);
+            }
+        }
         else { die("%s: unknown option (see ./prepare_data --help)", a); }
     }
     if (vocab_dir == NULL) { die("--vocab DIR is required (the directory with encoder.json and vocab.bpe)"); }
@@ -353,17 +295,23 @@ int main(int argc, char **argv) {
     // Fail before writing anything if an input cannot be opened or is empty (an
     // empty gzip file is caught after reading it).
     // (Pipes are not opened here: a second open could lose the writer's data.)
+    // The total for the progress's time left: known when every input is a plain file.
     for (int k = 0; k < n_inputs; k++) {
-        if (strcmp(inputs[k], "-") == 0) { continue; }
+        if (strcmp(inputs[k], "-") == 0) { progress.total_bytes = -1; continue; }
         struct stat st;
         if (stat(inputs[k], &st) != 0) { die("%s: cannot open for reading: %s", inputs[k], strerror(errno)); }
         if (S_ISDIR(st.st_mode)) { die("%s: is a directory, not a text file", inputs[k]); }
-        if (!S_ISREG(st.st_mode)) { continue; }
+        if (!S_ISREG(st.st_mode)) { progress.total_bytes = -1; continue; }
         if (st.st_size == 0) { die("%s: empty input (no text to tokenize)", inputs[k]); }
-        fclose(fopen_or_die(inputs[k], "rb"));  // readable?
+        FILE *f = fopen_or_die(inputs[k], "rb");  // readable?
+        unsigned char magic[2] = {0, 0};
+        const int gzipped = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+        fclose(f);
+        if (gzipped || progress.total_bytes < 0) { progress.total_bytes = -1; }
+        else { progress.total_bytes += (long)st.st_size; }
     }
-    make_dirs_or_die(outdir);
-    atexit(remove_pending_tmp);
+    make_dirs_or_die(outdir, NULL);
+    atexit(atomic_remove_pending);  // an error's exit leaves no temporary file
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
@@ -376,7 +324,8 @@ int main(int argc, char **argv) {
     w->name = name;
     w->val_tokens = val_tokens;
     w->shard_tokens = shard_tokens;
-    Progress progress = { .start = now_seconds(), .on_terminal = isatty(2) };
+    progress.start = now_seconds();
+    progress.on_terminal = isatty(2);
     progress.w = w;
     TextEncoder enc;
     text_encoder_init(&enc, &tok, n_threads, (size_t)block_bytes, split_blank_lines);
@@ -391,7 +340,7 @@ int main(int argc, char **argv) {
     if (w->total_tokens <= val_tokens) {
         die("only %ld tokens in the input: --val-tokens %ld leaves none for training", w->total_tokens, val_tokens);
     }
-    if (w->f != NULL) { shard_close(w); }
+    if (w->open) { shard_close(w); }
     shard_commit_val(w);
 
     // A previous run with more data may have left higher-numbered shards: they would
@@ -399,18 +348,18 @@ int main(int argc, char **argv) {
     for (int k = w->train_shards;; k++) {
         char file[4096];
         snprintf(file, sizeof(file), "%s_train_%06d.bin", name, k);
-        char *stale = path_join(outdir, file);
+        char stale[PATH_MAX];
+        output_path(stale, outdir, file);
         int gone = unlink(stale) != 0;
         if (!gone) { fprintf(stderr, "removed %s, left from an earlier run\n", stale); }
-        free(stale);
         if (gone) { break; }
     }
     if (val_tokens == 0) {
         char file[4096];
         snprintf(file, sizeof(file), "%s_val_000000.bin", name);
-        char *stale = path_join(outdir, file);
+        char stale[PATH_MAX];
+        output_path(stale, outdir, file);
         if (unlink(stale) == 0) { fprintf(stderr, "removed %s, left from an earlier run\n", stale); }
-        free(stale);
     }
 
     printf("%s: %ld tokens from %ld document%s: ", outdir, w->total_tokens, w->documents, w->documents == 1 ? "" : "s");

@@ -360,7 +360,9 @@ int main(int argc, char **argv) {
         float ref_step = (float)ref_step_losses[step];
         accumulate(comparison_for(name, precision == PRECISION_BF16 ? TOL_STEP_LOSS_BF16 : TOL_STEP_LOSS), &loss,
                    &ref_step, 1);
-        gpt2_update(&model, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, step + 1);
+        // the reference's AdamW (scripts/gpt2_reference.py): PyTorch's default betas, no weight decay
+        const float ref_lr = 1e-4f, ref_beta1 = 0.9f, ref_beta2 = 0.999f, ref_eps = 1e-8f;
+        gpt2_update(&model, ref_lr, ref_beta1, ref_beta2, ref_eps, 0.0f, 1.0f, step + 1);
     }
 
     // the report, in the order of the computation

@@ -199,9 +199,8 @@ int main(int argc, char **argv) {
         config.padded_vocab_size = (config.vocab_size + 127) / 128 * 128;
         char err[256];
         if (gpt2_config_error(&config, "-c", err, sizeof(err)) != 0) { die("%s", err); }
-    } else if (!gpt2_config_from_depth(model_arg, &config)) {
-        gpt2_read_config(model_arg, &config);
-        from_file = 1;
+    } else {
+        from_file = !gpt2_config_from_arg(model_arg, &config);
     }
     if (window == 0) { window = config.max_seq_len; }
     if (window < 1 || window > config.max_seq_len) { die("-w %d: outside 1..maxT=%d", window, config.max_seq_len); }

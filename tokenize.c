@@ -215,15 +215,6 @@ static void bench(const BPETokenizer *t, const char *path, int n_threads, int re
     tokenvec_free(&ref); tokenvec_free(&out);
 }
 
-static long parse_count_or_die(const char *flag, const char *value, long min, long max) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || end == value || *end != '\0' || v < min || v > max) {
-        die("%s: expected an integer from %ld to %ld, got \"%s\"", flag, min, max, value);
-    }
-    return v;
-}
 
 int main(int argc, char **argv) {
     const char *vocab_dir = NULL;

@@ -41,6 +41,7 @@ main is the run's outline; each part is a function below "the run".
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
 #include "llmc/utils.h"
+#include "llmc/val_loss.h"
 #include "llmc/zero.h"
 
 // ----------------------------------------------------------------------------
@@ -75,7 +76,7 @@ typedef struct {
     int eval_every;               // --eval-every: HellaSwag every N steps, 0: never
     const char *eval_file;        // --eval-file
     int zero_stage;               // -z
-    int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/matmul.h)
+    int precision;                // --precision: PRECISION_FP32 or PRECISION_BF16 (llmc/gemm.h)
     int recompute;                // --recompute
     int dry_run;                  // --dry-run
 } TrainArgs;
@@ -237,36 +238,6 @@ static void perf_enable_events(void) {
 // ----------------------------------------------------------------------------
 // helpers of the training loop
 
-static void make_dir(const char *dir) {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path)) { die("-o %s: path too long", dir); }
-    for (char *p = path + 1; ; p++) {  // mkdir -p
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(path, 0755) != 0 && errno != EEXIST) { die("-o %s: cannot create %s: %s", dir, path, strerror(errno)); }
-            *p = saved;
-            if (saved == '\0') { break; }
-        }
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { die("-o %s: not a directory", dir); }
-}
-
-// The mean loss over the first n batches of the validation shards. With N ranks,
-// rank r evaluates batches r, r+N, r+2N, ... and the sums are added.
-static float validation_loss(GPT2 *model, DataLoader *val, int n) {
-    dataloader_reset(val);
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        dataloader_next_batch(val);
-        if (i % zero.size != zero.rank) { continue; }
-        sum += gpt2_forward(model, val->inputs, val->targets, val->B, val->T);
-    }
-    zero_allreduce_f64(&sum, 1, ZERO_SUM);
-    return (float)(sum / n);
-}
-
 // The next micro-batch of this rank. The global order of micro-batches is the data
 // order; of every N in a row, rank r trains on the r-th: loader sits at the same global
 // position on every rank, and the tokens of a step do not depend on N. Reads all N
@@ -288,14 +259,12 @@ static int next_rank_batch(DataLoader *loader, int *inputs, int *targets) {
 // training T: a sample longer than that slides (the last T/2 tokens re-encoded).
 static void generate_sample(GPT2 *model, GPT2Cache *cache, const Tokenizer *tok, int *tokens, int n, int eot,
                             float temperature, int top_k, uint64_t *rng, float *scratch) {
-    const int V = model->config.vocab_size;
     tokens[0] = eot;
     gpt2_cache_reset(cache);
     if (gemm_precision == PRECISION_BF16) { gpt2_cache_use_bf16(cache, model); }  // of the weights as they are now
     printf("generating:\n---\n");
     for (int i = 1; i <= n; i++) {
-        const float *logits = gpt2_cache_logits(model, cache, tokens, i);
-        int next = sample_token(logits, V, temperature, top_k, random_f32(rng), scratch);
+        int next = gpt2_cache_sample(model, cache, tokens, i, temperature, top_k, 1.0f, rng, scratch, NULL);
         tokens[i] = next;
         tokenizer_print(tok, (uint32_t)next, stdout);
         fflush(stdout);
@@ -452,8 +421,7 @@ typedef struct {
 // The model's config: a new model of -e's depth, or the one in -e's checkpoint file.
 static void read_model_config(Run *run) {
     const TrainArgs *a = &run->args;
-    run->from_scratch = gpt2_config_from_depth(a->model, &run->config);
-    if (!run->from_scratch) { gpt2_read_config(a->model, &run->config); }
+    run->from_scratch = gpt2_config_from_arg(a->model, &run->config);
     if (a->T > run->config.max_seq_len) {
         die("-t %d: longer than the model's maximum sequence length %d (%s)", a->T, run->config.max_seq_len,
             a->model);
@@ -470,10 +438,7 @@ static void load_sample_tokenizer(Run *run) {
     }
     tokenizer_init(&run->tokenizer, path);
     run->eot = (int)run->tokenizer.eot_token;
-    if (run->eot >= run->config.vocab_size) {
-        die("%s: end-of-text token %d is outside the model's vocabulary of %d", path, run->eot,
-            run->config.vocab_size);
-    }
+    gpt2_check_eot(&run->config, run->eot, path);
 }
 
 // The data, the tokenizer and the HellaSwag file, opened and checked before the big allocation.
@@ -515,7 +480,7 @@ static void plan_steps(Run *run) {
 static void open_output_dir(Run *run) {
     const char *dir = run->args.output_dir;
     if (dir == NULL || zero.rank != 0) { return; }
-    make_dir(dir);
+    make_dirs_or_die(dir, "-o");
     runctl_lock_dir(dir);  // one run per directory, before anything in it is read or written
     runctl_remove_stale_tmp(dir);
     snprintf(run->log_path, sizeof(run->log_path), "%s/main.log", dir);
@@ -703,7 +668,7 @@ static void update_or_skip(Run *run, int step, double loss, float norm, float lr
     }
     run->state.consecutive_skips = 0;
     float grad_scale = a->grad_clip > 0.0f && norm > a->grad_clip ? a->grad_clip / norm : 1.0f;
-    zero_update(&run->opt, &run->model, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, grad_scale, step + 1);
+    zero_update(&run->opt, &run->model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, a->weight_decay, grad_scale, step + 1);
     profile_lap(&run->model.profile, PROF_ADAMW, FWD);
 }
 

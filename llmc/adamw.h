@@ -24,6 +24,11 @@ in dev/cpu/adamw.c, which times them.
 #endif
 #include "vecmath.h"
 
+// The betas and epsilon of training (llm.c's train_gpt2.cu uses the same).
+#define ADAMW_BETA1 0.9f
+#define ADAMW_BETA2 0.95f
+#define ADAMW_EPS 1e-8f
+
 // params, grads, m, v are (n). One pass: reads the four arrays once, writes three.
 // sqrt is vec_sqrt (within 1 ulp of sqrtf, vecmath.h): sqrtf itself does not vectorize
 // unless the build says -fno-math-errno, and a scalar sqrtf per element makes this pass
@@ -84,9 +89,8 @@ static double sum_of_squares(const float *x, size_t n) {
 }
 
 // x (n floats) = 0, for the gradients that the backward pass adds to. Every thread, with
-// non-temporal stores of whole 64-byte lines: the old lines are never read, and the 500 MB
-// of all of GPT-2 124M's gradients go out in 5-7 ms on Zen 5 (2 threads) against 9-20 ms
-// for one thread's glibc memset (dev/cpu/adamw.c times both).
+// non-temporal stores of whole 64-byte lines: the old lines are never read into the cache
+// (dev/cpu/adamw.c times this against one thread's memset).
 static void zero_floats(float *x, size_t n) {
 #if defined(__x86_64__) && defined(__SSE2__)
     const size_t head = ((64 - ((uintptr_t)x & 63)) & 63) / sizeof(float);  // floats before a 64-byte line

@@ -44,7 +44,7 @@ which also time every step against it and against a (T,T)-materializing one):
 bf16 (--precision bf16, matmul_set_precision): the six products take their operands rounded to
 bf16 (nearest even) and sum in fp32: Q, K, V, dout, and P and dS as they are computed; the
 softmax, D and dS itself stay fp32. They are packed as pair words for vdpbf16ps (see "bf16"
-below). The forward rounds p = exp(score - m) as it feeds the product with V, m the running
+in llmc/attention_kernel.h). The forward rounds p = exp(score - m) as it feeds the product with V, m the running
 maximum of the online softmax after the key's block of ATTN_BK (FlashAttention-2's order; the
 reference, scripts/gpt2_reference.py, computes the same m); the backward rounds P = exp(score -
 lse), which it recomputes.

@@ -159,9 +159,8 @@ static void bpe_byte_alphabet(int byte_to_unicode[256], int unicode_to_byte[512]
 static char *bpe_read_file(const char *path, size_t *size_out, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return NULL; }
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    long size = file_size(f);
+    if (size < 0) {
         snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
         fclose(f);
         return NULL;

@@ -10,9 +10,9 @@ A checkpoint of step S is two files in the output directory:
                version 1; the fields below), then AdamW's m and v (each the
                parameters' size, fp32, in checkpoint order); header[255] is the
                CRC32 of the header (with that field 0) and the tensors.
-A file is written as NAME.tmp, fsync'ed, renamed to NAME, and the directory
-fsync'ed: NAME exists only when complete. The state is written after the model,
-so a state file implies its model file.
+Each file is written through llmc/atomic_file.h (NAME.tmp, fsync, rename, directory
+fsync): NAME exists only when complete. The state is written after the model, so a
+state file implies its model file.
 */
 #pragma once
 
@@ -28,6 +28,7 @@ so a state file implies its model file.
 #include <unistd.h>
 #include <zlib.h>
 
+#include "atomic_file.h"
 #include "dataloader.h"
 #include "gpt2.h"
 #include "runctl.h"
@@ -51,74 +52,6 @@ typedef struct {
     float learning_rate, final_fraction, weight_decay, grad_clip;
     int schedule, warmup_steps, max_steps;
 } TrainState;
-
-// ----------------------------------------------------------------------------
-// crash-safe files
-
-typedef struct {
-    int fd;
-    char path[PATH_MAX];
-    char tmp[PATH_MAX + 8];
-    size_t written;
-    size_t kill_after;  // testing hook: signal ourselves once this many bytes are written (0: never)
-} AtomicFile;
-
-// The testing hook's signal: SIGKILL, or SIGTERM for two stop signals in a row.
-static int atomic_fault_signal = SIGKILL;
-
-static void atomic_fail(AtomicFile *af, const char *what, int err) {
-    close(af->fd);
-    unlink(af->tmp);
-    runctl_tmp_end();
-    die("%s: %s: %s", af->path, what, strerror(err));
-}
-
-static void atomic_open(AtomicFile *af, const char *path, size_t kill_after) {
-    snprintf(af->path, sizeof(af->path), "%s", path);
-    snprintf(af->tmp, sizeof(af->tmp), "%s.tmp", path);
-    runctl_tmp_begin(af->tmp);  // a second stop signal removes it
-    af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (af->fd < 0) { runctl_tmp_end(); die("%s: cannot create: %s", af->tmp, strerror(errno)); }
-    af->written = 0;
-    af->kill_after = kill_after;
-}
-
-static void atomic_write(AtomicFile *af, const void *data, size_t n) {
-    const char *p = data;
-    while (n > 0) {
-        size_t chunk = n < (64u << 20) ? n : (64u << 20);
-        if (af->kill_after > 0 && af->written + chunk >= af->kill_after) {
-            chunk = af->kill_after > af->written ? af->kill_after - af->written : 1;
-        }
-        ssize_t w = write(af->fd, p, chunk);
-        if (w < 0 && errno == EINTR) { continue; }
-        if (w <= 0) { atomic_fail(af, "write failed", w < 0 ? errno : ENOSPC); }
-        p += w;
-        n -= (size_t)w;
-        af->written += (size_t)w;
-        if (af->kill_after > 0 && af->written >= af->kill_after) {
-            raise(atomic_fault_signal);
-            raise(atomic_fault_signal);
-        }
-    }
-}
-
-// fsync, rename into place, fsync the directory: the file now exists, complete.
-static void atomic_commit(AtomicFile *af) {
-    if (fsync(af->fd) != 0) { atomic_fail(af, "fsync failed", errno); }
-    if (close(af->fd) != 0) { unlink(af->tmp); runctl_tmp_end(); die("%s: close failed: %s", af->path, strerror(errno)); }
-    if (rename(af->tmp, af->path) != 0) { unlink(af->tmp); runctl_tmp_end(); die("%s: rename failed: %s", af->path, strerror(errno)); }
-    runctl_tmp_end();
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", af->path);
-    char *slash = strrchr(dir, '/');
-    if (slash != NULL) { *slash = '\0'; } else { snprintf(dir, sizeof(dir), "."); }
-    // the rename is durable only once the directory is: a failure here is a failed write
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) { die("%s: cannot open its directory to sync it: %s", af->path, strerror(errno)); }
-    if (fsync(dfd) != 0 && errno != EINVAL) { die("%s: fsync of the directory failed: %s", af->path, strerror(errno)); }
-    close(dfd);
-}
 
 // ----------------------------------------------------------------------------
 // the model file
@@ -262,8 +195,7 @@ static int read_state_tensors(GPT2 *model, const char *path, const int header[25
     }
     FILE *f = fopen(path, "rb");
     if (f == NULL) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
+    long size = file_size(f);
     long expected = (long)(256 * sizeof(int) + 2 * n * sizeof(float));
     if (size != expected) {
         fclose(f);

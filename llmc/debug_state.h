@@ -66,8 +66,7 @@ static int debug_state_try_load(DebugState *s, const char *path, const GPT2Confi
     }
     // in double: a huge config must not wrap around to a plausible size
     double expected = 256 * 4.0 + 2.0 * N * sizeof(int) + ((double)N * V + 1 + nparams) * sizeof(float);
-    long size = -1;
-    if (fseek(sf, 0, SEEK_END) == 0) { size = ftell(sf); }
+    long size = file_size(sf);
     if (size < 0 || fseek(sf, 256 * sizeof(int), SEEK_SET) != 0) {
         snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
         goto fail;
@@ -145,8 +144,8 @@ static int activations_try_load(Reference *ref, const char *path, char *err, siz
         goto fail;
     }
     if (header[2] < 0 || header[2] > 100000) { snprintf(err, errlen, "%s: bad record count %d", path, header[2]); goto fail; }
-    long remaining = -1;
-    if (fseek(f, 0, SEEK_END) == 0) { remaining = ftell(f) - 256 * (long)sizeof(int); }
+    long remaining = file_size(f);
+    if (remaining >= 0) { remaining -= 256 * (long)sizeof(int); }
     if (remaining < 0 || fseek(f, 256 * sizeof(int), SEEK_SET) != 0) {
         snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
         goto fail;

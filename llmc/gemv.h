@@ -10,8 +10,8 @@ so the product is bound by memory bandwidth, and the GEMM's packing (a copy of
 the whole weight matrix per call) would triple the traffic. Here the weights are
 read in place, row after row, so that each thread reads one sequential stream,
 which the hardware prefetchers follow at the core's full rate. (Four rows read
-side by side, so that each load of inp served four, were four streams of one row
-each per quad: on Zen 4 a core then read 14 GB/s instead of 27, dev/cpu/gemv.c.)
+side by side, so that each load of inp served four, read more slowly: four streams
+per thread; dev/cpu/gemv.c times both.)
 A row's sum runs in 4 partial sums (vector k of the row into sum k mod 4), so the
 adds do not wait on each other, then (s0 + s1) + (s2 + s3), then its lanes in
 order. The threads split the output channels in equal contiguous blocks (static

@@ -89,8 +89,8 @@ static const int PARAMETER_GRAD_OVERWRITTEN[NUM_PARAMETER_TENSORS] = {1, 0, 0, 0
 // pass: the LayerNorm outputs and gelu(fch) (cheap elementwise work); that is
 // (B, T, 6C) floats per layer less, what keeps the activations of B=4, T=1024
 // small (make bench prints our peak RSS beside PyTorch's). The attention output is
-// kept: recomputing it was one more attention forward, 5% of a bf16 step at T=1024 on
-// Zen 5, for (B, T, C) floats a layer. The attention matrix is never stored (see attention.h).
+// kept: recomputing it would cost one more attention forward per step, to save (B, T, C)
+// floats a layer. The attention matrix is never stored (see attention.h).
 // With recompute (train_gpt2 --recompute 1, activation checkpointing per block) the
 // tensors marked "(L, ...)" other than residual3 hold one layer: the forward pass keeps
 // only each block's input, and the backward pass re-runs block l's forward into them
@@ -258,6 +258,21 @@ static int gpt2_try_read_config(const char *path, GPT2Config *config, char *err,
 static void gpt2_read_config(const char *path, GPT2Config *config) {
     char err[PATH_MAX + 256];
     if (gpt2_try_read_config(path, config, err, sizeof(err)) != 0) { die("%s", err); }
+}
+
+// The model a -e argument names: d6|d12|d24|d36|d48, a new model of that depth (returns 1),
+// or an llm.c checkpoint file, whose config is read (returns 0).
+static int gpt2_config_from_arg(const char *model, GPT2Config *config) {
+    if (gpt2_config_from_depth(model, config)) { return 1; }
+    gpt2_read_config(model, config);
+    return 0;
+}
+
+// The end-of-text token of a tokenizer (source: its file or vocabulary) must be a token of the model.
+static void gpt2_check_eot(const GPT2Config *config, int eot, const char *source) {
+    if (eot < 0 || eot >= config->vocab_size) {
+        die("%s: end-of-text token %d is outside the model's vocabulary of %d", source, eot, config->vocab_size);
+    }
 }
 
 static void fill_parameter_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2Config *cfg) {
@@ -453,8 +468,7 @@ static int gpt2_try_load_params(GPT2 *model, const char *path, char *err, size_t
     if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return -1; }
     int header[256], expected_header[256];
     long expected = 256 * (long)sizeof(int) + (long)(model->num_parameters * sizeof(float));
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
+    long size = file_size(f);
     if (size < 256 * (long)sizeof(int) || fseek(f, 0, SEEK_SET) != 0 || fread(header, sizeof(int), 256, f) != 256) {
         snprintf(err, errlen, "%s: truncated file (shorter than the 1024-byte model header)", path);
         fclose(f);
@@ -790,8 +804,8 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
 
 // Readies the gradients for a step: the first gpt2_forward_backward after it writes the
 // tensors of PARAMETER_GRAD_OVERWRITTEN, so only the others and the alignment gaps between
-// tensors (which the gradient norm and the MPI sums read) are zeroed here. Zeroing all of
-// them took 10-15 ms of a 430 ms bf16 step of GPT-2 124M at B=4 T=64 on Zen 5.
+// tensors (which the gradient norm and the MPI sums read) are zeroed here, not the whole
+// gradient array again.
 static void gpt2_zero_grad(GPT2 *model) {
     float *const *grads = (float *const *)&model->grads;
     float *from = model->grads_memory;  // the start of what is left to zero
@@ -810,12 +824,23 @@ static float gpt2_grad_norm(const GPT2 *model) {
     return (float)sqrt(sum_of_squares(model->grads_memory, model->params_span));
 }
 
-// One AdamW step (t counts from 1); weight decay on the 2-D tensors only.
+// One AdamW step (t counts from 1) of the parameters in [lo, hi) of the flat array (all of it:
+// 0 to params_span), m and v holding that range only: each tensor's part with its weight decay
+// (the 2-D tensors only). The range may cut through tensors (a ZeRO-1 shard, llmc/zero.h).
+static void gpt2_update_range(GPT2 *model, size_t lo, size_t hi, float *m, float *v, float lr, float beta1,
+                              float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t t0 = (size_t)(((float **)&model->params)[i] - model->params_memory);
+        const size_t t1 = t0 + model->param_sizes[i];
+        const size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
+        if (a >= b) { continue; }
+        adamw_update(model->params_memory + a, model->grads_memory + a, m + (a - lo), v + (a - lo), b - a, lr,
+                     beta1, beta2, eps, PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
+    }
+}
+
 static void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, float eps, float weight_decay,
                         float grad_scale, int t) {
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        adamw_update(((float **)&model->params)[i], ((float **)&model->grads)[i], ((float **)&model->m)[i],
-                     ((float **)&model->v)[i], model->param_sizes[i], lr, beta1, beta2, eps,
-                     PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
-    }
+    gpt2_update_range(model, 0, model->params_span, model->m_memory, model->v_memory, lr, beta1, beta2, eps,
+                      weight_decay, grad_scale, t);
 }

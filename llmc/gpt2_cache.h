@@ -20,6 +20,8 @@ another order of the sums: logits agree to fp32 rounding (test_kvcache).
 #include "barrier.h"
 #include "gemv.h"
 #include "gpt2.h"
+#include "rand.h"
+#include "sampler.h"
 
 typedef struct {
     int window;       // positions the cache holds: the longest context
@@ -253,4 +255,14 @@ static const float *gpt2_cache_logits(GPT2 *model, GPT2Cache *cache, const int *
     const int count = n <= cache->window ? n : keep;
     cache->start = n - count;
     return gpt2_cache_prefill(model, cache, tokens + cache->start, count);
+}
+
+// The next token after tokens[0..n), through the cache (gpt2_cache_logits), drawn with the
+// temperature, top-k and top-p from the next coin of rng. cand: top-p's scratch, NULL when
+// top_p is 1 (sampler.h).
+static int gpt2_cache_sample(GPT2 *model, GPT2Cache *cache, const int *tokens, int n, float temperature, int top_k,
+                             float top_p, uint64_t *rng, float *scratch, SampleCandidate *cand) {
+    const float *logits = gpt2_cache_logits(model, cache, tokens, n);
+    return sample_token_ex(logits, model->config.vocab_size, temperature, top_k, top_p, random_f32(rng), scratch,
+                           cand);
 }

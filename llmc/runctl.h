@@ -18,7 +18,6 @@ Run control for long unattended training runs:
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,21 +25,17 @@ Run control for long unattended training runs:
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "utils.h"
 
 // ----------------------------------------------------------------------------
 // graceful stop
 
 static volatile sig_atomic_t runctl_signal = 0;  // the first stop signal received, 0: none
-// The temporary file being written (llmc/checkpoint.h's atomic files register it), which
-// a second signal removes before exiting. The path is complete before the flag is set.
-static char runctl_tmp_path[PATH_MAX + 8];
-static volatile sig_atomic_t runctl_tmp_active = 0;
-
 // Async-signal-safe: only sig_atomic_t stores, write, unlink and _exit.
 static void runctl_on_signal(int sig) {
     if (runctl_signal != 0) {
-        if (runctl_tmp_active) { unlink(runctl_tmp_path); }
+        atomic_remove_pending();  // the checkpoint being written (llmc/atomic_file.h)
         static const char msg[] = "train_gpt2: second signal: exiting now (the finished checkpoints are intact)\n";
         ssize_t ignored = write(STDERR_FILENO, msg, sizeof(msg) - 1);
         (void)ignored;
@@ -71,16 +66,6 @@ static int runctl_stop_requested(void) { return runctl_signal; }
 static const char *runctl_signal_name(int sig) {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "signal";
 }
-
-static void runctl_tmp_begin(const char *tmp_path) {
-    runctl_tmp_active = 0;
-    atomic_signal_fence(memory_order_seq_cst);
-    snprintf(runctl_tmp_path, sizeof(runctl_tmp_path), "%s", tmp_path);
-    atomic_signal_fence(memory_order_seq_cst);
-    runctl_tmp_active = 1;
-}
-
-static void runctl_tmp_end(void) { runctl_tmp_active = 0; }
 
 // ----------------------------------------------------------------------------
 // one run per directory

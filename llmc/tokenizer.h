@@ -43,8 +43,7 @@ static int tokenizer_try_init(Tokenizer *tok, const char *path, char *err, size_
     }
     // each token takes at least 2 bytes: a vocab_size the file cannot hold is refused
     // before allocating for it
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
+    long size = file_size(f);
     if (size < 0 || fseek(f, 256 * sizeof(int), SEEK_SET) != 0) {
         snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
         goto fail;

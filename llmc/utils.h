@@ -13,9 +13,10 @@ callers read straight-line code.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
-// Set by a distributed run (llmc/zero.h): errors name this process's rank, and
+// Set by a distributed run (llmc/collectives.h): errors name this process's rank, and
 // exiting ends every process of the job (MPI_Abort), so that no rank waits forever.
 static char die_rank_label[32];          // "rank 1: ", or empty
 static void (*die_exit_hook)(int code);  // NULL: plain exit
@@ -60,16 +61,18 @@ static void fwrite_or_die(const void *ptr, size_t size, size_t n, FILE *f, const
     if (fwrite(ptr, size, n, f) != n) { die("%s: write failed: %s", path, strerror(errno)); }
 }
 
-static void fclose_or_die(FILE *f, const char *path) {
-    if (fclose(f) != 0) { die("%s: close failed: %s", path, strerror(errno)); }
+// Size of an open file in bytes, or -1 (errno says why); the position is restored.
+static long file_size(FILE *f) {
+    long pos = ftell(f);
+    if (pos < 0 || fseek(f, 0, SEEK_END) != 0) { return -1; }
+    long size = ftell(f);
+    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) { return -1; }
+    return size;
 }
 
-// Size of an open file in bytes (the position is restored).
 static long file_size_or_die(FILE *f, const char *path) {
-    long pos = ftell(f);
-    if (pos < 0 || fseek(f, 0, SEEK_END) != 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
-    long size = ftell(f);
-    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
+    long size = file_size(f);
+    if (size < 0) { die("%s: cannot seek: %s", path, strerror(errno)); }
     return size;
 }
 
@@ -78,9 +81,8 @@ static long file_size_or_die(FILE *f, const char *path) {
 // Returns 0, or -1 with a one-line message in err (the try_ loaders, fuzzing).
 static int read_header_checked(FILE *f, const char *path, int header[256], int magic, int version,
                                const char *kind, char *err, size_t errlen) {
-    long pos = ftell(f), size = -1;
-    if (pos >= 0 && fseek(f, 0, SEEK_END) == 0) { size = ftell(f); }
-    if (size < 0 || fseek(f, pos, SEEK_SET) != 0) {
+    long pos = ftell(f), size = file_size(f);
+    if (pos < 0 || size < 0) {
         snprintf(err, errlen, "%s: cannot seek: %s", path, strerror(errno));
         return -1;
     }
@@ -124,9 +126,8 @@ static void *aligned_alloc_or_die(size_t bytes, const char *what) {
 }
 
 // For the big arenas: 2 MiB aligned (whole pages, cache-line aligned tensors). Not marked
-// for transparent huge pages (MADV_HUGEPAGE): on this project's VMs, first touching 2 GB of
-// huge pages took 6-8 s against 2 s for small pages (the hypervisor backs them lazily),
-// while no step got measurably faster with them.
+// for transparent huge pages (MADV_HUGEPAGE): where a hypervisor backs them lazily, first
+// touching them costs more start-up time than the steps gain.
 static void *arena_alloc_or_die(size_t bytes, const char *what) {
     const size_t huge = 2u << 20;
     size_t rounded = (bytes + huge - 1) / huge * huge;
@@ -139,4 +140,39 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// The integer value of a command-line flag, from min to max, or a one-line error naming it.
+static long parse_count_or_die(const char *flag, const char *value, long min, long max) {
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end != '\0' || v < min || v > max) {
+        die("%s: expected an integer from %ld to %ld, got \"%s\"", flag, min, max, value);
+    }
+    return v;
+}
+
+// mkdir -p dir, or a one-line error naming the directory that cannot be made (after
+// "FLAG DIR: " when the directory came with a flag, NULL otherwise).
+static void make_dirs_or_die(const char *dir, const char *flag) {
+    const char *sep = flag != NULL ? " " : "", *f = flag != NULL ? flag : "", *d = flag != NULL ? dir : "";
+    const char *colon = flag != NULL ? ": " : "";
+    char *p = malloc_or_die(strlen(dir) + 1, "path");
+    strcpy(p, dir);
+    for (char *s = p;; s++) {
+        if ((*s == '/' && s > p) || *s == '\0') {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                die("%s%s%s%s%s: cannot create directory: %s", f, sep, d, colon, p, strerror(errno));
+            }
+            *s = c;
+            if (c == '\0') { break; }
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) { die("%s%s%s: cannot access: %s", f, sep, dir, strerror(errno)); }
+    if (!S_ISDIR(st.st_mode)) { die("%s%s%s: not a directory", f, sep, dir); }
+    free(p);
 }

@@ -1,7 +1,7 @@
 # make bench-mpi: data-parallel training of GPT-2 124M (d12) on this machine's cores.
 # 2 ranks x 1 thread (mpirun, shared-memory transport: OpenMPI's vader BTL) against
 # 1 rank x 2 threads, at the same per-rank batch, B=4 T=64 and B=8 T=256: tokens/s, the
-# share of each step spent communicating (the collectives, timed inside llmc/zero.h, less
+# share of each step spent communicating (the collectives, timed inside llmc/collectives.h, less
 # "wait": a barrier's wait for the slower rank before the gradient sum), and the scaling efficiency = tokens/s of 2 x 1 / tokens/s of 1 x 2.
 # Each 2-rank layout runs twice, side by side: the gradient sums overlapped with the backward
 # pass (the default; "comm" is then the time in MPI calls during the step: the exposed part)

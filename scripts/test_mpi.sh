@@ -1,4 +1,4 @@
-# Data-parallel training over MPI (llmc/zero.h): N ranks x B against one process with N
+# Data-parallel training over MPI (llmc/zero.h, llmc/collectives.h): N ranks x B against one process with N
 # accumulation steps, ZeRO-1, bit-identical reruns, checkpoints resumed with another
 # number of ranks, a rank killed, bad input on one rank, and a run across two "hosts"
 # (network namespaces). OpenMPI over TCP, one thread per rank, a tiny 2-layer model.
@@ -196,14 +196,14 @@ if ! $PY - "$mut" << 'PYEOF'
 import sys
 d = sys.argv[1]
 edits = [  # file, original, mutated; MUTANT(K) is true when LLMC_MUTANT=K
-    ("llmc/zero.h", "#pragma once\n",
+    ("llmc/utils.h", "#pragma once\n",
      "#pragma once\n#define MUTANT(k) (getenv(\"LLMC_MUTANT\") != NULL && atoi(getenv(\"LLMC_MUTANT\")) == (k))\n"),
-    ("llmc/zero.h", "PARAMETER_DECAYS[i] ? weight_decay : 0.0f",
+    ("llmc/gpt2.h", "PARAMETER_DECAYS[i] ? weight_decay : 0.0f",
      "(MUTANT(1) ? weight_decay : PARAMETER_DECAYS[i] ? weight_decay : 0.0f)"),
     ("llmc/zero.h", "    zero_all_gather_f32(model->params_memory, model->params_span);",
      "    if (!MUTANT(2)) { zero_all_gather_f32(model->params_memory, model->params_span); }"),
-    ("llmc/zero.h", "if (offset > 0) { memmove(", "if (offset > 0 && !MUTANT(3)) { memmove("),
-    ("llmc/zero.h", "opt->num_layers - final_from;", "opt->num_layers - final_from + MUTANT(6);"),
+    ("llmc/collectives.h", "if (offset > 0) { memmove(", "if (offset > 0 && !MUTANT(3)) { memmove("),
+    ("llmc/zero.h", "opt->num_layers - final_from)", "opt->num_layers - final_from + MUTANT(6))"),
     ("train_gpt2.c", "if (micro == rank_accum - 1) { zero_overlap_arm(",
      "if (micro == (MUTANT(7) ? 0 : rank_accum - 1)) { zero_overlap_arm("),
     ("train_gpt2.c", "args.B, args.T, 1.0f / accum);", "args.B, args.T, 1.0f / (MUTANT(4) ? rank_accum : accum));"),
@@ -221,7 +221,7 @@ elif ! out=$(make -s -C "$mut" train_gpt2 2>&1); then
     fail "mutants" "do not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
 else
     MUTANTS=(  # K|ranks|-z|-d|the one-process run to match|what
-        "1|3|1|384|single3|ZeRO-1 shard applies weight decay to every tensor (biases, LayerNorms too)"
+        "1|3|1|384|single3|AdamW (a ZeRO-1 shard of it) applies weight decay to every tensor (biases, LayerNorms too)"
         "2|2|1|256|single2|ZeRO-1 without the parameter all-gather"
         "3|3|1|384|single3|reduce-scatter leaves a rank's part at the start of the array (or range)"
         "4|3|0|384|single3|gradients summed over ranks, not averaged (loss scale 1/local micro-batches)"
