@@ -144,7 +144,7 @@ clean: ## removes the programs and build/
 	rm -rf build
 
 # ----------------------------------------------------------------------------
-# Fuzzing and sanitizers (README.md, "Fuzzing and sanitizers")
+# Fuzzing and sanitizers (docs/testing.md, "Fuzzing" and "Sanitizers")
 
 # libFuzzer harnesses, one per input the programs read (fuzz/fuzz_*.c), built with
 # clang into build/fuzz/; `make fuzz` runs each for FUZZ_SECONDS, crash reproducers

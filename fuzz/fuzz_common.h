@@ -1,5 +1,5 @@
 /*
-Shared by the libFuzzer harnesses (fuzz/fuzz_*.c; README.md, "Fuzzing and sanitizers").
+Shared by the libFuzzer harnesses (fuzz/fuzz_*.c; docs/testing.md, "Fuzzing").
 
 The loaders read files by path, so each input is written to a file of this
 process's own (fuzz_dir()) and the real loader reads it back.
