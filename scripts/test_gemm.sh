@@ -16,9 +16,14 @@ configs=(
     "portable:-march=x86-64 -mtune=generic -fopenmp"
     "no-openmp:-march=native -Wno-unknown-pragmas"
 )
+# TEST_QUICK=1 (make test): the native and portable builds, and two mutants (make test-all: all)
+quick=${TEST_QUICK:-0}
+quick_configs="native portable"
+quick_mutants="truncation instead of round-to-nearest-even|pair order swapped in the native packing"
 for config in "${configs[@]}"; do
     name=${config%%:*}
     extra=${config#*:}
+    [ "$quick" = 1 ] && [[ " $quick_configs " != *" $name "* ]] && continue
     bin=build/gemm_check_$name
     # shellcheck disable=SC2086  # the flags are word lists
     if out=$(gcc $flags $extra dev/cpu/gemm_check.c -o "$bin" -lm 2>&1); then
@@ -63,6 +68,7 @@ has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr needs what <<< "$entry"
+    [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
     if [ "$needs" = 1 ] && [ $has_bf16 = 0 ]; then
         pass "mutant skipped (this CPU has no AVX512_BF16, so native = emulated cannot be checked): $what"
         continue
