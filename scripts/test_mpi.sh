@@ -219,9 +219,10 @@ edits = [  # file, original, mutated; MUTANT(K) is true when LLMC_MUTANT=K
      "    if (!MUTANT(2)) { zero_all_gather_f32(model->params_memory, model->params_span); }"),
     ("llmc/zero.h", "if (offset > 0) { memmove(", "if (offset > 0 && !MUTANT(3)) { memmove("),
     ("llmc/zero.h", "opt->num_layers - final_from;", "opt->num_layers - final_from + MUTANT(6);"),
-    ("train_gpt2.c", "if (micro == rank_accum - 1) { zero_overlap_arm(",
-     "if (micro == (MUTANT(7) ? 0 : rank_accum - 1)) { zero_overlap_arm("),
-    ("train_gpt2.c", "args.B, args.T, 1.0f / accum);", "args.B, args.T, 1.0f / (MUTANT(4) ? rank_accum : accum));"),
+    ("train_gpt2.c", "if (micro == run->rank_accum - 1) { zero_overlap_arm(",
+     "if (micro == (MUTANT(7) ? 0 : run->rank_accum - 1)) { zero_overlap_arm("),
+    ("train_gpt2.c", "a->B, a->T, 1.0f / (float)run->accum);",
+     "a->B, a->T, 1.0f / (float)(MUTANT(4) ? run->rank_accum : run->accum));"),
     ("train_gpt2.c", "if (r == zero.rank && zero.size > 1)", "if ((MUTANT(5) ? r == 0 : r == zero.rank) && zero.size > 1)"),
 ]
 for path, old, new in edits:
