@@ -1,4 +1,5 @@
-# GPT-2 training in C. `make` builds the programs; `make test` checks them; `make help` lists every target.
+# GPT-2 training in C. `make` builds the programs; `make test` checks them quickly (about 5
+# minutes on 2 cores), `make test-all` runs the whole suite as CI does; `make help` lists every target.
 #   make PORTABLE=1   builds for any x86-64 (no -march=native)
 #   make NO_OMP=1     builds without OpenMP (single-threaded)
 
@@ -46,7 +47,7 @@ HEADERS = $(wildcard llmc/*.h)
 # (Defined before `all`, whose prerequisites are expanded where the rule is read.)
 TOOLS = tokenize prepare_data
 
-.PHONY: all test clean data bench bench-mpi bench-generate bench-tokenizer profile setup train soak help
+.PHONY: all test test-all clean data bench bench-mpi bench-generate bench-tokenizer profile setup train soak help
 
 all: $(PROGRAMS) $(TOOLS) ## the programs and the data tools (the default)
 
@@ -131,7 +132,14 @@ train: train_gpt2 ## a short real training run of GPT-2 d6 on Tiny Shakespeare, 
 		-n 100 --keep 2 -o log_d6
 	scripts/plot_loss log_d6/main.log
 
-test: all ## the test suite (scripts/run_tests.sh)
+# Every program and kernel path (fp32, bf16 native and emulated, the portable build) on
+# small models with short runs and a few mutants each: TEST_QUICK=1 in every scripts/test_*.sh.
+test: all ## the quick tests: every program and kernel path, a few mutants (run_tests.sh --quick)
+	bash scripts/run_tests.sh --quick
+
+# The whole suite (.ci/run): every config, build variant and mutant, the fuzzing, sanitizer
+# and multi-host runs; about 35 minutes on 2 cores.
+test-all: all ## the whole test suite, as CI runs it (scripts/run_tests.sh)
 	bash scripts/run_tests.sh
 
 # Training killed (SIGKILL, SIGTERM) at random moments and resumed, for SOAK_SECONDS

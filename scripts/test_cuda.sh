@@ -16,21 +16,30 @@ expect_caught() {
     else fail "$name" "exit $rc, $(printf '%s\n' "$out" | grep -c MISMATCH) mismatches (a broken kernel went unnoticed)"; fi
 }
 
-if out=$(make -C "$dir" -B -j2 emu 2>&1) && ! printf '%s\n' "$out" | grep -q 'warning:'; then
-    pass "make -C dev/cuda emu builds the emulated harnesses without warnings"
+# TEST_QUICK=1 (make test): the emulated builds that run here, each harness once, two mutants
+quick=${TEST_QUICK:-0}
+targets=(emu); [ "$quick" = 1 ] && targets=(layernorm_forward_emu layernorm_backward_emu layernorm_forward_mutant1_emu
+                                             layernorm_backward_mutant2_emu)
+if out=$(make -C "$dir" -B -j2 "${targets[@]}" 2>&1) && ! printf '%s\n' "$out" | grep -q 'warning:'; then
+    pass "make -C dev/cuda ${targets[*]} builds the emulated harnesses without warnings"
 else
     fail "make -C dev/cuda emu" "$(printf '%s\n' "$out" | grep -m 3 -E 'warning|error' | tr '\n' ' ')"
 fi
 for h in layernorm_forward layernorm_backward; do
     expect_ok "dev/cuda/$h (emulated): every version matches version 1 and the CPU reference" "$dir/${h}_emu"
+    [ "$quick" = 1 ] && continue
     expect_ok "dev/cuda/$h (emulated, threads in reverse order): every version matches" env CUDA_EMU_REVERSE=1 "$dir/${h}_emu"
 done
+if [ "$quick" != 1 ]; then
 for sms in 1 7; do
     expect_ok "dev/cuda/layernorm_backward (emulated, $sms SMs: other grids for 3 and 4): every version matches" \
         env CUDA_EMU_SMS=$sms "$dir/layernorm_backward_emu"
 done
+fi
 expect_caught "mutant: forward variance divided by C + 1 is caught" "$dir/layernorm_forward_mutant1_emu" 5
+[ "$quick" = 1 ] ||
 expect_caught "mutant: forward variance divided by C + 1 is caught in version 6" "$dir/layernorm_forward_mutant1_emu" 6
+[ "$quick" = 1 ] ||
 expect_caught "mutant: backward mean(g n) divided by C + 1 is caught" "$dir/layernorm_backward_mutant1_emu" 3
 expect_caught "mutant: backward reduction skipping a block's partial is caught" "$dir/layernorm_backward_mutant2_emu" 4
 expect_error "layernorm_forward: bad version" 2 "^error: version '9': must be a number from 1 to 6" "$dir/layernorm_forward_emu" 9

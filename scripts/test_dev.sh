@@ -5,16 +5,26 @@
 # harnesses' bf16 mode runs untimed on the shapes up to T=512 (--check, a few seconds): the
 # llmc kernel on both bf16 paths against the float64 bf16 reference.
 source "$(dirname "$0")/testlib.sh"
-if out=$(make -C dev/cpu -B 2>&1) && ! printf '%s\n' "$out" | grep -q 'warning:'; then
-    pass "make -C dev/cpu builds every harness without warnings"
+# TEST_QUICK=1 (make test): only the harnesses run here are built, and they run untimed
+# (DEV_UNTIMED, common.h), without gemv's benchmark and vecmath's sweep over a quarter of all floats
+targets=() built="every harness"
+if [ "${TEST_QUICK:-0}" = 1 ]; then
+    targets=(layernorm_forward layernorm_backward gelu crossentropy_softmax adamw encoder attention_forward
+             attention_backward) built="the harnesses run here"
+    export DEV_UNTIMED=1  # checked, not timed (common.h)
+fi
+if out=$(make -C dev/cpu -B -j2 "${targets[@]}" 2>&1) && ! printf '%s\n' "$out" | grep -q 'warning:'; then
+    pass "make -C dev/cpu builds $built without warnings"
 else
     fail "make -C dev/cpu" "$(printf '%s\n' "$out" | grep -m 3 -E 'warning|error' | tr '\n' ' ')"
 fi
 for harness in layernorm_forward layernorm_backward gelu crossentropy_softmax adamw encoder gemv; do
+    [ "${TEST_QUICK:-0}" = 1 ] && [ $harness = gemv ] && continue  # (test_generate checks the GEMV)
     expect_ok "dev/cpu/$harness: every version matches version 1" env OMP_NUM_THREADS=2 "dev/cpu/$harness"
 done
 for harness in attention_forward attention_backward; do
     expect_ok "dev/cpu/$harness --precision bf16: the kernel's emulated and vdpbf16ps paths match version 1 (within rounding flips) and each other" \
         env OMP_NUM_THREADS=2 "dev/cpu/$harness" --precision bf16 --check
 done
+[ "${TEST_QUICK:-0}" = 1 ] ||
 expect_ok "dev/cpu/vecmath: vec_exp, vec_sqrt and the GELU forms within their ulp bounds" env OMP_NUM_THREADS=2 dev/cpu/vecmath

@@ -11,9 +11,13 @@ trap 'rm -rf "$tmp"' EXIT
 # (sizes that are multiples of no vector width), 400 positions in one context, and 300
 # in a window of 64 (8 slides); GPT-2 124M briefly.
 SMALL="-c 3,3,72,512,999"
+# TEST_QUICK=1 (make test): no GPT-2 124M runs, the portable build only, three of the mutants
+quick=${TEST_QUICK:-0}
+quick_mutants="cache length off by one|the bf16 copy of the weights truncated|top-p drops the token"
 expect_ok "cached logits = full forward's, 400 positions (small random model)" ./test_kvcache $SMALL -n 400
 expect_ok "cached logits = full forward's, 300 positions in a sliding window of 64" ./test_kvcache $SMALL -n 300 -w 64
 expect_ok "cached logits = full forward's, one-position window (every token re-encoded)" ./test_kvcache $SMALL -n 20 -w 1
+[ "$quick" = 1 ] ||
 expect_ok "cached logits = full forward's, GPT-2 124M (d12), 40 positions, window 32" ./test_kvcache -e d12 -n 40 -w 32
 # bf16: the steps' bf16 GEMV (bf16 copy of the weights) against the bf16 GEMM, matmul by matmul
 # and through the whole model; the vdpbf16ps and the portable path must give the same bits.
@@ -21,12 +25,14 @@ expect_ok "bf16: cached logits = full forward's, matmuls = the bf16 GEMM's, both
     ./test_kvcache $SMALL -n 300 -w 64 --precision bf16
 expect_ok "bf16: the same starting from the portable path (LLMC_BF16_EMULATE=1)" \
     env LLMC_BF16_EMULATE=1 ./test_kvcache $SMALL -n 100 --precision bf16
+[ "$quick" = 1 ] ||
 expect_ok "bf16: the same on GPT-2 124M (d12), 40 positions, window 32" ./test_kvcache -e d12 -n 40 -w 32 --precision bf16
 expect_ok "sampler: temperature, top-k, top-p on crafted logits" ./test_sampler
 
 # The other builds: portable (4-lane vectors) and the AVX-512 shapes forced (16 lanes).
 for variant in "portable|PORTABLE=1" "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WIDTH=16"; do
     IFS='|' read -r what flags <<< "$variant"
+    [ "$quick" = 1 ] && [ "$what" != portable ] && continue
     dir=$tmp/variant
     rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile test_kvcache.c llmc "$dir/"
     if out=$(make -s -C "$dir" "$flags" test_kvcache 2>&1) && out=$("$dir/test_kvcache" $SMALL -n 120 -w 32 2>&1); then
@@ -59,6 +65,7 @@ MUTANTS=(
 )
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr cmd what <<< "$entry"
+    [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
     dir=$tmp/mutant
     rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile test_kvcache.c test_sampler.c llmc "$dir/"
     sed -i "$expr" "$dir/$file"

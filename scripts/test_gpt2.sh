@@ -23,6 +23,11 @@ check_reference() {  # check_reference NAME [FLAGS...]: test_gpt2 on all four fi
     ./test_gpt2 -e "$dir/model.bin" -s "$dir/state.bin" -l "$dir/losses.txt" -a "$dir/activations.bin" "$@"
 }
 
+# TEST_QUICK=1 (make test): the small configs in fp32 and odd in bf16 (no GPT-2 124M), --recompute
+# and the bf16 emulated path on odd, the portable build, two mutants (make test-all: everything).
+quick=${TEST_QUICK:-0}
+quick_mutants="causal mask off by one|bf16 rounding by truncation instead"
+
 # Configs: GPT-2 124M as in llm.c's test; sizes that are multiples of nothing;
 # the smallest possible (one head of 5 channels, T = maxT); and one whose
 # B*T rows span several classifier chunks.
@@ -35,10 +40,12 @@ CONFIGS=(
 # Each config in fp32, and in bf16 (NAME-bf16: the reference rounds the matmuls' operands as
 # test_gpt2 --precision bf16 does; see the top of test_gpt2.c).
 for entry in "${CONFIGS[@]}"; do
+    [ "$quick" = 1 ] && [ "${entry%%|*}" = d12 ] && continue
     for precision in fp32 bf16; do
         name=${entry%%|*}
         args="${entry#*|} --precision $precision"
         [ $precision = bf16 ] && name=$name-bf16
+        [ "$quick" = 1 ] && [ $precision = bf16 ] && [ $name != odd-bf16 ] && continue
         # shellcheck disable=SC2086
         if ! out=$(reference "$name" $args 2>&1); then
             fail "reference $name" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
@@ -57,7 +64,8 @@ done
 
 # --recompute 1 (train_gpt2's activation checkpointing): each block's forward re-run
 # before its backward, whose recomputed tensors are compared with the reference again.
-for name in odd chunks tiny odd-bf16 chunks-bf16; do
+recompute_names="odd chunks tiny odd-bf16 chunks-bf16"; [ "$quick" = 1 ] && recompute_names="odd odd-bf16"
+for name in $recompute_names; do
     precision=fp32; [ "${name%-bf16}" != "$name" ] && precision=bf16
     if out=$(check_reference $name --precision $precision --recompute 1 2>&1); then
         pass "test_gpt2 --recompute 1 matches PyTorch: $name"
@@ -68,7 +76,8 @@ done
 
 # bf16 on the fp32 micro-kernel over bf16-rounded panels, the path of CPUs without
 # AVX512_BF16, forced (on such a CPU the runs above took it already).
-for name in odd chunks d12; do
+emulated_names="odd chunks d12"; [ "$quick" = 1 ] && emulated_names=odd
+for name in $emulated_names; do
     if out=$(LLMC_BF16_EMULATE=1 check_reference $name-bf16 --precision bf16 2>&1); then
         pass "test_gpt2 matches PyTorch, bf16 emulated: $name ($(printf '%s\n' "$out" | sed -n 's/.*matmuls: //p'))"
     else
@@ -88,6 +97,7 @@ BUILDS=(
 )
 for entry in "${BUILDS[@]}"; do
     IFS='|' read -r what flags names <<< "$entry"
+    if [ "$quick" = 1 ]; then [ "$what" = portable ] || continue; names="odd odd-bf16"; fi
     rm -rf build/variant && mkdir -p build/variant && cp -r Makefile test_gpt2.c llmc build/variant/
     if ! out=$(make -s -C build/variant "$flags" test_gpt2 2>&1); then
         fail "$what build" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
@@ -103,7 +113,8 @@ for entry in "${BUILDS[@]}"; do
         fi
     done
 done
-if out=$(gcc -O3 -std=gnu11 -march=x86-64-v4 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-unused-parameter \
+if [ "$quick" = 1 ]; then :
+elif out=$(gcc -O3 -std=gnu11 -march=x86-64-v4 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-unused-parameter \
          -Werror -c test_gpt2.c -o build/variant/avx512.o 2>&1); then
     pass "an AVX-512 target (-march=x86-64-v4) compiles warning-free"
 else
@@ -148,6 +159,7 @@ MUTANTS=(
 mkdir -p build
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr expected what precision environment <<< "$entry"
+    [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
     dir=build/mutant
     rm -rf "$dir"
     mkdir -p "$dir"

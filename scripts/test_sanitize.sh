@@ -13,9 +13,13 @@ S=build/sanitize
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-if make SANITIZE=1 > "$tmp/build.log" 2>&1; then
+# TEST_QUICK=1 (make test): test_gpt2 and tokenize only, on the tiny reference and the round trips
+quick=${TEST_QUICK:-0}
+targets=() built="every program"
+[ "$quick" = 1 ] && targets=($S/test_gpt2 $S/tokenize) built="test_gpt2 and tokenize"
+if make -j2 SANITIZE=1 "${targets[@]}" > "$tmp/build.log" 2>&1; then
     if grep -qi 'warning' "$tmp/build.log"; then fail "make SANITIZE=1 warning-free" "$(grep -i -m 2 warning "$tmp/build.log" | tr '\n' ' ')"
-    else pass "make SANITIZE=1 builds every program warning-free"; fi
+    else pass "make SANITIZE=1 builds $built warning-free"; fi
 else
     fail "make SANITIZE=1" "$(grep -m 3 error "$tmp/build.log" | tr '\n' ' ')"; exit 0
 fi
@@ -46,7 +50,8 @@ declare -A REF_ARGS=(
     [odd]="--layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 -B 3 -T 29 --steps 10 --seed 7"
     [tiny]="--layers 1 --heads 1 --channels 5 --max-seq-len 7 --vocab 11 -B 1 -T 7 --steps 10 --seed 3"
     [chunks]="--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 3 -T 100 --steps 5 --seed 11")
-for name in tiny odd chunks; do
+names="tiny odd chunks"; [ "$quick" = 1 ] && names=tiny
+for name in $names; do
     d=data/ref/$name
     if [ ! -f $d/activations.bin ]; then
         mkdir -p $d
@@ -56,6 +61,7 @@ for name in tiny odd chunks; do
     clean "sanitized test_gpt2 matches PyTorch: $name" $S/test_gpt2 -e $d/model.bin -s $d/state.bin -l $d/losses.txt -a $d/activations.bin
 done
 
+if [ "$quick" != 1 ]; then
 # --- a short training run, and 4 steps + a resume for 4 more giving the same losses
 model=data/ref/odd/model.bin
 $PY scripts/make_synthetic_data.py --out "$tmp/data" --vocab 517 --tokens 20000 > /dev/null
@@ -77,17 +83,20 @@ fi
 # fp32 and bf16 (the bf16 GEMV, both of its paths), sliding windows, against the full forward
 clean "sanitized test_kvcache: fp32 and bf16 cached steps, sliding window" sh -c \
     "$S/test_kvcache -c 2,3,57,64,517 -n 80 -w 32 && $S/test_kvcache -c 2,3,57,64,517 -n 80 -w 32 --precision bf16"
+fi
 
 # --- the tokenizer's round trips and prepare_data, on the real vocabulary
 vocab=${GPT2_VOCAB_DIR:-data/gpt2}
 if [ ! -f "$vocab/encoder.json" ]; then fail "sanitized tokenizer" "no vocabulary in $vocab (set GPT2_VOCAB_DIR)"; exit 0; fi
 { cat README.md; printf 'naïve café 東京 🙂\r\n\n\n\xff\xfe\xc3 x\t\ty'; cat llmc/bpe.h; } > "$tmp/text.txt"
 gzip -c "$tmp/text.txt" > "$tmp/text.txt.gz"
-for threads in 1 2; do
+threads_list="1 2"; [ "$quick" = 1 ] && threads_list=2
+for threads in $threads_list; do
     clean "sanitized tokenize: encode, $threads thread(s)" sh -c "$S/tokenize --vocab $vocab --threads $threads $tmp/text.txt.gz > $tmp/ids$threads"
     clean "sanitized tokenize: decode gives the text back, $threads thread(s)" \
         sh -c "$S/tokenize --vocab $vocab --decode $tmp/ids$threads > $tmp/back$threads && cmp $tmp/back$threads $tmp/text.txt"
 done
+[ "$quick" = 1 ] && exit 0
 clean "sanitized tokenize: the heap merge on every piece gives the same ids" \
     sh -c "$S/tokenize --vocab $vocab --heap-min 2 $tmp/text.txt | cmp - $tmp/ids1"
 prep() { "$1" --vocab "$vocab" -i "$tmp/text.txt" -i "$tmp/text.txt.gz" --name t --val-tokens 100 --shard-tokens 3000 \

@@ -135,9 +135,10 @@ static double time_best_ms(void (*fn)(void *), void *ctx, int reps) {
 }
 
 // Calls fn(ctx) once from the initial outputs (also the warm-up); version 1's results become the reference,
-// any other version's are checked against it (relative tolerance tol). Then, if timed,
-// the best time of enough calls to take about a second (5 to 50), printed with the
-// bandwidth of `bytes` moved per call. Returns 1 if it matched.
+// any other version's are checked against it (relative tolerance tol). Then, if timed (and
+// DEV_UNTIMED is not set: make test's quick checks), the best time of enough calls to take
+// about a second (5 to 50), printed with the bandwidth of `bytes` moved per call. Returns 1
+// if it matched.
 static int run_version(const char *shape, int version, const char *what, void (*fn)(void *), void *ctx,
                        Outputs *o, double bytes, double tol, int timed) {
     for (int i = 0; i < o->count; i++) {
@@ -151,7 +152,7 @@ static int run_version(const char *shape, int version, const char *what, void (*
         if (version == 1) { memcpy(o->ref[i], o->buf[i], o->n[i] * sizeof(float)); }
         else { ok &= check_close(o->name[i], o->buf[i], o->ref[i], o->n[i], tol); }
     }
-    if (timed) {
+    if (timed && getenv("DEV_UNTIMED") == NULL) {
         int reps = (int)(1000.0 / (first_ms + 1e-3));
         double ms = time_best_ms(fn, ctx, reps < 5 ? 5 : reps > 50 ? 50 : reps);
         printf("  %-16s v%d %-44s %9.3f ms %7.1f GB/s%s\n", shape, version, what, ms, bytes / ms * 1e-6,
