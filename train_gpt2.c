@@ -278,7 +278,7 @@ static void generate_sample(GPT2 *model, GPT2Cache *cache, const Tokenizer *tok,
     const int V = model->config.vocab_size;
     tokens[0] = eot;
     gpt2_cache_reset(cache);
-    if (gemm_precision == PRECISION_BF16) { gpt2_cache_use_bf16(cache, model); }  // of the weights as they are now
+    if (precision_is_bf16()) { gpt2_cache_use_bf16(cache, model); }  // of the weights as they are now
     printf("generating:\n---\n");
     for (int i = 1; i <= n; i++) {
         const float *logits = gpt2_cache_logits(model, cache, tokens, i);
