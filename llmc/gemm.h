@@ -386,7 +386,7 @@ static void gemm_tile_bf16_native(int mr, int nr, int kw, const float *apanel, c
 
 // The micro-kernels (gemm_kernel.h's descriptor). The two bf16 paths before AMX share their k
 // blocks (GEMM_BF16_KCP pairs: the blocks are part of the order of the sums) and give the same
-// bits; AMX's blocks are its own (its sums differ anyway: dev/cpu/README.md).
+// bits; AMX's blocks are its own (its sums differ anyway: gemm_kernel_amx.h).
 enum { GEMM_KERNEL_FP32, GEMM_KERNEL_BF16_EMULATED, GEMM_KERNEL_BF16_AVX512, GEMM_KERNEL_BF16_AMX, GEMM_KERNELS };
 static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
     [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,

@@ -14,8 +14,11 @@ The tile: 32 x 32 of C in the four accumulator tiles 0..3 (rows 0-15 / 16-31 x c
 0-15 / 16-31), A in tiles 4 and 5, B in 6 and 7: per 16 pairs, four loads and four TDPBF16PS.
 After the k loop the sums go to a scratch tile in memory and the shared fp32 epilogue
 (gemm_kernel.h's gemm_tile_finish) adds the addend and the bias and applies GELU, in the fp32
-micro-kernel's order. What TDPBF16PS computes (order of the adds in a pair and over a tile
-row, rounding, denormals) is measured by dev/cpu/amx_check.c; see dev/cpu/README.md.
+micro-kernel's order. What TDPBF16PS computes, measured by dev/cpu/amx_check.c on the lent
+Xeon (dev/cpu/results/2026-11-26-xeon-amx): a pair's two products summed and rounded to fp32
+before the accumulator is added, denormal inputs, products and results flushed to zero, and
+over a tile row an order no simple formula tried reproduces. So its sums are not the emulated
+(= vdpbf16ps) path's bits: it is checked against float64 (gemm_check, test_gpt2's bf16 tolerances).
 
 Linux gives a process the AMX state only on request: arch_prctl(ARCH_REQ_XCOMP_PERM,
 XFEATURE_XTILEDATA) once (gemm_amx_available, from serial code), and each thread loads the

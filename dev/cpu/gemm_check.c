@@ -464,7 +464,7 @@ static void check_native_vs_emulated(void) {
 
 // The AMX and emulated paths on the same problems: how many results differ, and by how many
 // ulps at most. Reported, not checked: TDPBF16PS's sums are not the emulated path's (see
-// dev/cpu/README.md); both are checked against float64 above.
+// llmc/gemm_kernel_amx.h); both are checked against float64 above.
 static void compare_amx_emulated(void) {
     const int sizes[] = {1, 7, 31, 32, 33, 97, 200, 385};
     uint64_t s = 77;
