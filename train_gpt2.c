@@ -261,7 +261,7 @@ static void generate_sample(GPT2 *model, GPT2Cache *cache, const Tokenizer *tok,
                             float temperature, int top_k, uint64_t *rng, float *scratch) {
     tokens[0] = eot;
     gpt2_cache_reset(cache);
-    if (gemm_precision == PRECISION_BF16) { gpt2_cache_use_bf16(cache, model); }  // of the weights as they are now
+    if (precision_is_bf16()) { gpt2_cache_use_bf16(cache, model); }  // of the weights as they are now
     printf("generating:\n---\n");
     for (int i = 1; i <= n; i++) {
         int next = gpt2_cache_sample(model, cache, tokens, i, temperature, top_k, 1.0f, rng, scratch, NULL);

@@ -9,7 +9,8 @@ attention.h walks the forward and backward passes over these; it says how the wo
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include "gemm.h"  // the precision of the run, gemm_bf16_bits, and which bf16 path the CPU takes
+#include "gemm.h"       // gemm_bf16_bits, gemm_bf16_pair
+#include "precision.h"  // the run's precision and bf16 path
 #include "vecmath.h"
 
 #define ATTN_VW VEC_WIDTH
@@ -72,8 +73,8 @@ typedef enum { ATTN_FP32, ATTN_BF16_EMULATED, ATTN_BF16_NATIVE } attn_arith;
 
 // The arithmetic of the products from now on: that of the matmuls (matmul_set_precision).
 static attn_arith attn_current_arith(void) {
-    if (gemm_precision == PRECISION_FP32) { return ATTN_FP32; }
-    return ATTN_HAVE_BF16_NATIVE && gemm_bf16_uses_native() ? ATTN_BF16_NATIVE : ATTN_BF16_EMULATED;
+    if (!precision_is_bf16()) { return ATTN_FP32; }
+    return ATTN_HAVE_BF16_NATIVE && precision_bf16_dot_native() ? ATTN_BF16_NATIVE : ATTN_BF16_EMULATED;
 }
 
 typedef uint32_t vuint __attribute__((vector_size(ATTN_VW * sizeof(float))));

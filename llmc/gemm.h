@@ -1,5 +1,5 @@
 /*
-General single-precision matrix multiply, GotoBLAS/BLIS style:
+General matrix multiply, GotoBLAS/BLIS style, with fp32 sums of fp32 or bf16-rounded operands:
 
     C (M, N) = addend + A (M, K) . B (K, N) + bias, then optionally GELU.
 
@@ -14,7 +14,14 @@ and the LM head with the tied embedding wte (Vp, C):
     a block of vocabulary columns [v0, v1) of it, written into logits with ldc = Vp:
     gemm(rows, v1 - v0, C, x, C, 1, wte + v0*C, 1, C, logits + v0, Vp, NULL).
 
-How it runs. The loops around the micro-kernel (gemm_kernel.h), per thread:
+The micro-kernel. gemm.h's loops run any micro-kernel through its descriptor (gemm_kernel,
+gemm_kernel.h): tile and block sizes, A and B packing, one tile function that applies the
+epilogue, a per-thread set-up. The table gemm_kernels holds them: fp32 (gemm_kernel.h), bf16 on
+vdpbf16ps (gemm_kernel_bf16.h), bf16 emulated on the fp32 kernel, bf16 on AMX tiles
+(gemm_kernel_amx.h); each call takes the one of the run's precision and bf16 path (precision.h,
+chosen once at start-up).
+
+How it runs. The loops around the micro-kernel, per thread:
     for jc over N in blocks of nc <= GEMM_NC          B block (kc x nc) in L3
       for pc over K in blocks of kc <= GEMM_KC        pack B block into NR-column panels
         for ic over M in blocks of mc <= GEMM_MC      pack A block (mc x kc, in L2) into MR-row panels
@@ -38,8 +45,8 @@ Memory. Each OpenMP thread number owns one packing buffer of GEMM_MC*GEMM_KC + G
 floats (4.1 MiB for the AVX2 variant), allocated by the first gemm that runs with that many
 threads (or by gemm_init), and with two threads or more one shared buffer for A of 4 MiB,
 all kept until the process exits: calls after the first allocate nothing.
-The buffers are per translation unit (static); gemm is called from serial code only, never
-from inside a parallel region.
+The buffers are per translation unit (static) and per thread number, so gemm refuses to run
+inside a parallel region (where two teams' thread 0 would share one): call it from serial code.
 */
 #pragma once
 
@@ -49,7 +56,9 @@ from inside a parallel region.
 #include <omp.h>
 #endif
 #include "gemm_kernel.h"
+#include "gemm_kernel_amx.h"
 #include "gemm_kernel_bf16.h"
+#include "precision.h"
 #include "utils.h"
 
 // Cache blocking, in elements: GEMM_KC x GEMM_NR of B (the b panel) stays in L1 while a
@@ -74,7 +83,7 @@ from inside a parallel region.
 #endif
 #endif
 
-// bf16 blocking (see "Precision" above). K is counted in pairs: a b panel of GEMM_BF16_KCP
+// bf16 blocking. K is counted in pairs: a b panel of GEMM_BF16_KCP
 // pairs x 32 columns is 24 KiB, as the AVX-512 fp32 one. The emulated path packs the same
 // GEMM_BF16_KCP pairs per k block (the k blocks are part of the order of the sums, which the
 // two paths share) as 2 * GEMM_BF16_KCP floats, and half as many columns per B block.
@@ -91,86 +100,6 @@ from inside a parallel region.
 
 #define GEMM_MAX_THREADS 256
 
-typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
-
-// The three ways a gemm runs: fp32; bf16 on the vdpbf16ps micro-kernel; bf16 emulated on the
-// fp32 micro-kernel over bf16-rounded panels, pairs stored (k+1, k).
-typedef enum { GEMM_PATH_FP32, GEMM_PATH_BF16_EMULATED, GEMM_PATH_BF16_NATIVE } gemm_path;
-
-// A path's tile and block sizes. kc counts packed k units: elements for fp32, pairs for bf16.
-typedef struct {
-    gemm_path path;
-    int mr, nr, kc, mc, nc;
-} gemm_blocking;
-
-static gemm_blocking gemm_blocking_of(gemm_path path) {
-    switch (path) {
-    case GEMM_PATH_BF16_NATIVE: return (gemm_blocking){path, GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC, GEMM_BF16_NC};
-    case GEMM_PATH_BF16_EMULATED: return (gemm_blocking){path, GEMM_MR, GEMM_NR, GEMM_BF16_KCP, GEMM_MC, GEMM_EMU_NC};
-    default: return (gemm_blocking){path, GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC};
-    }
-}
-
-// Words (4 bytes) per row of a packed panel for kc packed units: a bf16 pair is one word
-// natively and two floats emulated.
-static inline int gemm_panel_words(const gemm_blocking *g, int kc) {
-    return g->path == GEMM_PATH_BF16_EMULATED ? 2 * kc : kc;
-}
-
-// Packing buffer of one thread, in words: the largest of the three paths' A block + B block.
-static size_t gemm_buffer_words(void) {
-    size_t best = 0;
-    for (int p = GEMM_PATH_FP32; p <= GEMM_PATH_BF16_NATIVE; p++) {
-        const gemm_blocking g = gemm_blocking_of((gemm_path)p);
-        const size_t w = (size_t)gemm_panel_words(&g, g.kc) * ((size_t)g.mc + g.nc);
-        if (w > best) { best = w; }
-    }
-    return best;
-}
-
-// The precision of every gemm from now on (gemm_set_precision), and which bf16 path runs:
-// the vdpbf16ps kernel where the CPU has AVX512_BF16, unless the environment variable
-// LLMC_BF16_EMULATE=1 (read once, at the first bf16 gemm) asks for the emulated path.
-static Precision gemm_precision = PRECISION_FP32;
-static int gemm_bf16_native = -1;  // -1: not decided yet
-
-static void gemm_set_precision(Precision p) { gemm_precision = p; }
-
-static int gemm_bf16_emulate_requested(void) {
-    const char *e = getenv("LLMC_BF16_EMULATE");
-    return e != NULL && strcmp(e, "1") == 0;
-}
-
-static int gemm_bf16_uses_native(void) {
-    if (gemm_bf16_native < 0) {
-        gemm_bf16_native = GEMM_HAVE_BF16_KERNEL && !gemm_bf16_emulate_requested() && gemm_bf16_native_available();
-    }
-    return gemm_bf16_native;
-}
-
-// For tests: 1 forces the emulated path from now on, 0 goes back to the native one where the
-// CPU has it (the environment variable is not consulted again).
-static void gemm_bf16_force_emulated(int on) {
-    gemm_bf16_native = !on && GEMM_HAVE_BF16_KERNEL && gemm_bf16_native_available();
-}
-
-static gemm_path gemm_current_path(void) {
-    if (gemm_precision == PRECISION_FP32) { return GEMM_PATH_FP32; }
-    return gemm_bf16_uses_native() ? GEMM_PATH_BF16_NATIVE : GEMM_PATH_BF16_EMULATED;
-}
-
-// Which kernel the next gemm runs, in words.
-static const char *gemm_path_name(void) {
-    switch (gemm_current_path()) {
-    case GEMM_PATH_BF16_NATIVE: return "bf16 (AVX512_BF16 vdpbf16ps kernel)";
-    case GEMM_PATH_BF16_EMULATED:
-        return gemm_bf16_emulate_requested() || (GEMM_HAVE_BF16_KERNEL && gemm_bf16_native_available())
-                   ? "bf16 (emulated: fp32 kernel on bf16-rounded panels, forced by LLMC_BF16_EMULATE=1)"
-                   : "bf16 (emulated: fp32 kernel on bf16-rounded panels, this CPU has no AVX512_BF16)";
-    default: return "fp32 (fp32 FMA kernel)";
-    }
-}
-
 typedef struct {
     const float *addend;  // (M, N) added to the product, or NULL; may be c itself (with
     ptrdiff_t ld_addend;  //   ld_addend = ldc) to accumulate: C += A.B
@@ -179,47 +108,6 @@ typedef struct {
     float *pre;           // with gelu: (M, N) gets the value before GELU, or NULL
     ptrdiff_t ld_pre;
 } gemm_epilogue;
-
-static float *gemm_thread_buffer[GEMM_MAX_THREADS];
-
-// When N is split among threads, every thread of a row of the grid would pack the same rows of
-// A; instead they pack it once, all of K, into this buffer together (a share of its panels
-// each), wait for each other once, and read it from there. Only where all of A packed fits
-// (GPT-2 at T=64: up to 256 x 3072, 1.5 MiB; the LM head's 256-row chunks, which also saved
-// re-packing A for each of the 7 column blocks of a thread).
-#define GEMM_SHARED_A_WORDS (1 << 20)
-static float *gemm_shared_a;
-// With A packed once, a B block may be small at no cost in packing A again: 256 columns keep
-// the source of the next block (fetched into L2 while this one runs: 393 KB in bf16 at
-// GEMM_BF16_KCP) in L2 beside this block and A's block. Measured on Zen 4 (1 MiB L2): the LM
-// head's forward 15% faster in bf16, 4% in fp32, than with blocks of GEMM_NC (its source
-// came from L3, where L2 had evicted it; 128 to 256 columns measured alike).
-#define GEMM_SHARED_NC 256
-
-// Makes sure threads 0..nth-1 have their packing buffers: allocated here, in serial code, the
-// first time a thread count is seen (each buffer's pages are first touched by its thread).
-static void gemm_buffers(int nth) {
-    if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
-    for (int t = 0; t < nth; t++) {
-        if (gemm_thread_buffer[t] == NULL) {
-            gemm_thread_buffer[t] = aligned_alloc_or_die(sizeof(float) * gemm_buffer_words(), "gemm packing buffer");
-        }
-    }
-    if (nth > 1 && gemm_shared_a == NULL) {
-        gemm_shared_a = aligned_alloc_or_die(sizeof(float) * GEMM_SHARED_A_WORDS, "gemm shared A buffer");
-    }
-}
-
-static int gemm_max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-// Allocates the packing buffers of all OpenMP threads now rather than in the first gemm call.
-static void gemm_init(void) { gemm_buffers(gemm_max_threads()); }
 
 static inline int gemm_min(int a, int b) { return a < b ? a : b; }
 
@@ -341,72 +229,17 @@ static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float
     }
 }
 
-// Packs the A block (mc x kc k's) for path g into g->mr-row panels.
-static void gemm_pack_a_path(const gemm_blocking *g, int mc, int kc, const float *a, ptrdiff_t rs,
-                             ptrdiff_t cs, float *buf) {
-    if (g->path == GEMM_PATH_FP32) {
-        gemm_pack_a(mc, kc, a, rs, cs, buf);
-    } else {
-        gemm_pack_bf16(g->path == GEMM_PATH_BF16_NATIVE, g->mr, mc, kc, a, rs, cs, buf);
-    }
-}
-
-// Packs the B block (kc k's x nc) for path g into g->nr-column panels.
-static void gemm_pack_b_path(const gemm_blocking *g, int kc, int nc, const float *b, ptrdiff_t rs,
-                             ptrdiff_t cs, float *buf) {
-    if (g->path == GEMM_PATH_FP32) {
-        gemm_pack_b(kc, nc, b, rs, cs, buf);
-    } else {
-        gemm_pack_bf16(g->path == GEMM_PATH_BF16_NATIVE, g->nr, nc, kc, b, cs, rs, buf);
-    }
-}
-
-// The GELU of mr rows of a vdpbf16ps tile, all GEMM_BF16_NR columns: c = gelu(val), by gelu_vec as
-// in the fp32 micro-kernel (c may be val). For a full tile, val is its value, written by the
-// micro-kernel to pre (or to a scratch tile). Going through an aligned scratch tile and copying
-// it to pre and C row by row took a tenth of fc's forward product (dev/cpu/gemm_ab), the lines
-// of both fetched by no one.
-static void gemm_tile_gelu(int mr, const float *val, ptrdiff_t ld_val, float *c, ptrdiff_t ldc) {
-    for (int i = 0; i < mr; i++) {
-        #pragma GCC unroll 4
-        for (int j = 0; j < GEMM_BF16_NR; j += GEMM_VEC) {
-            *(gemm_vfu *)(c + i * ldc + j) = gelu_vec(*(const gemm_vfu *)(val + i * ld_val + j));
-        }
-    }
-}
-
-// The epilogue of a vdpbf16ps tile of fewer than NR columns: tile holds the sums
-// (GEMM_BF16_MR x GEMM_BF16_NR, 64-byte aligned, overwritten); the mr x nr corner goes to c with the same operations, in the
-// same order, as the fp32 micro-kernel's epilogue (addend, then bias, then GELU by gelu_vec),
-// so both bf16 paths give the same bits.
-static void gemm_tile_finish(float *tile, int mr, int nr, float *c, ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
-    for (int i = 0; i < mr; i++) {
-        float *t = tile + i * GEMM_BF16_NR;
-        if (ep->cin != NULL) {
-            for (int j = 0; j < nr; j++) { t[j] += ep->cin[i * ep->ldcin + j]; }
-        }
-        if (ep->bias != NULL) {
-            for (int j = 0; j < nr; j++) { t[j] += ep->bias[j]; }
-        }
-        if (ep->gelu) {
-            if (ep->pre != NULL) { memcpy(ep->pre + i * ep->ldpre, t, nr * sizeof(float)); }
-            gemm_tile_gelu(1, t, GEMM_BF16_NR, t, GEMM_BF16_NR);
-        }
-        memcpy(c + i * ldc, t, nr * sizeof(float));
-    }
-}
-
 // The source of the blocks packed next (up to two: the next A block, and the next B block),
 // fetched into L2 a line per k step inside the micro-kernel calls of this block: packed
 // one after the other, a weight matrix's block came from memory while the vdpbf16ps units
 // waited (on GPT-2 124M at T=64, a fifth of a forward product's time went to packing B).
-typedef struct {
+struct gemm_prefetch {
     const char *base[2];
     ptrdiff_t stride[2];  // bytes between runs
     int runs[2], lines[2];
     int region, run, line;  // the next line to fetch
     int per_call;         // lines fetched per micro-kernel call
-} gemm_prefetch;
+};
 
 // Adds region (len rows x kc k's of a block to pack, element (r, k) at src[r*s_r + k*s_k]):
 // its contiguous runs (of r or of k) and their 64-byte lines.
@@ -468,13 +301,211 @@ static inline int gemm_prefetch_take(gemm_prefetch *pf, const char **line_out, i
     return n_out;
 }
 
+// The fp32 micro-kernel's tile (also the emulated bf16 path's, over kw = 2 floats per pair):
+// a full-width tile straight to C; fewer than NR columns through a full-width scratch copy,
+// of which only mr x nr go back.
+static void gemm_tile_fp32(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *ctile,
+                           ptrdiff_t ldc, const gemm_tile_epilogue *ep, gemm_prefetch *pf) {
+    (void)pf;
+    if (nr == GEMM_NR) {  // mr rows, straight to C
+        gemm_micro_kernel(mr, kw, apanel, bpanel, ctile, ldc, ep);
+        return;
+    }
+    gemm_tile_epilogue tep = *ep;
+    float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+    float tile_in[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+    float tile_pre[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+    float tile_bias[GEMM_NR] __attribute__((aligned(64)));
+    if (tep.cin != NULL) {
+        memset(tile_in, 0, sizeof(tile_in));
+        for (int i = 0; i < mr; i++) { memcpy(tile_in + i * GEMM_NR, tep.cin + i * tep.ldcin, nr * sizeof(float)); }
+        tep.cin = tile_in;
+        tep.ldcin = GEMM_NR;
+    }
+    if (tep.bias != NULL) {
+        memset(tile_bias, 0, sizeof(tile_bias));
+        memcpy(tile_bias, tep.bias, nr * sizeof(float));
+        tep.bias = tile_bias;
+    }
+    float *pre_out = tep.pre;
+    ptrdiff_t ld_pre_out = tep.ldpre;
+    if (pre_out != NULL) {
+        tep.pre = tile_pre;
+        tep.ldpre = GEMM_NR;
+    }
+    gemm_micro_kernel(mr, kw, apanel, bpanel, tile, GEMM_NR, &tep);
+    for (int i = 0; i < mr; i++) {
+        memcpy(ctile + i * ldc, tile + i * GEMM_NR, nr * sizeof(float));
+        if (pre_out != NULL) { memcpy(pre_out + i * ld_pre_out, tile_pre + i * GEMM_NR, nr * sizeof(float)); }
+    }
+}
+
+// The emulated bf16 path's packing: the fp32 kernel's panels of bf16-rounded floats, pairs (k+1, k).
+static void gemm_pack_a_bf16_emulated(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16(0, GEMM_MR, mc, kc, a, rs, cs, buf);
+}
+static void gemm_pack_b_bf16_emulated(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16(0, GEMM_NR, nc, kc, b, cs, rs, buf);
+}
+
+#if GEMM_HAVE_BF16_KERNEL
+static void gemm_pack_a_bf16_native(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16(1, GEMM_BF16_MR, mc, kc, a, rs, cs, buf);
+}
+static void gemm_pack_b_bf16_native(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, b, cs, rs, buf);
+}
+
+// The vdpbf16ps kernel's tile over kw pairs: it fetches the next blocks' source lines (pf) as
+// it goes; a full tile without GELU is done in registers; with GELU the value goes to pre (or
+// a scratch tile) and GELU from there to C; fewer than NR columns go through a scratch tile
+// and the shared epilogue, of which only the mr x nr corner of cin and bias may be read.
+static void gemm_tile_bf16_native(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *ctile,
+                                  ptrdiff_t ldc, const gemm_tile_epilogue *ep, gemm_prefetch *pf) {
+    const uint32_t *ap = (const uint32_t *)apanel, *bp = (const uint32_t *)bpanel;
+    const char *fetch[GEMM_BF16_FETCH_MAX];
+    const int nfetch = gemm_prefetch_take(pf, fetch, gemm_min(kw, GEMM_BF16_FETCH_MAX));
+    const gemm_bf16_fetch f = {fetch, nfetch};
+    if (nr == GEMM_BF16_NR && !ep->gelu) {  // all in registers, mr rows
+        gemm_micro_kernel_bf16(mr, kw, ap, bp, ctile, ldc, ep->cin, ep->ldcin, ep->bias, f);
+        return;
+    }
+    float tile[GEMM_BF16_MR * GEMM_BF16_NR] __attribute__((aligned(64)));
+    if (nr == GEMM_BF16_NR) {  // GELU: the value to pre (or a scratch tile), its GELU to C
+        float *val = ep->pre != NULL ? ep->pre : tile;
+        const ptrdiff_t ld_val = ep->pre != NULL ? ep->ldpre : GEMM_BF16_NR;
+        gemm_fetch_rows(mr, GEMM_BF16_NR, ctile, ldc, 1, 0);  // C's lines into L2 meanwhile
+        gemm_micro_kernel_bf16(mr, kw, ap, bp, val, ld_val, ep->cin, ep->ldcin, ep->bias, f);
+        gemm_tile_gelu(mr, GEMM_BF16_NR, val, ld_val, ctile, ldc);
+        return;
+    }
+    gemm_micro_kernel_bf16(mr, kw, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL, f);
+    gemm_tile_finish(tile, GEMM_BF16_NR, mr, nr, ctile, ldc, ep);
+}
+#endif
+
+// The micro-kernels (gemm_kernel.h's descriptor). The two bf16 paths before AMX share their k
+// blocks (GEMM_BF16_KCP pairs: the blocks are part of the order of the sums) and give the same
+// bits; AMX's blocks are its own (its sums differ anyway: gemm_kernel_amx.h).
+enum { GEMM_KERNEL_FP32, GEMM_KERNEL_BF16_EMULATED, GEMM_KERNEL_BF16_AVX512, GEMM_KERNEL_BF16_AMX, GEMM_KERNELS };
+static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
+    [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,
+                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL},
+    [GEMM_KERNEL_BF16_EMULATED] = {"emulated: fp32 FMA kernel on bf16-rounded panels", GEMM_MR, GEMM_NR, GEMM_BF16_KCP,
+                                   GEMM_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
+                                   gemm_tile_fp32, NULL},
+#if GEMM_HAVE_BF16_KERNEL
+    [GEMM_KERNEL_BF16_AVX512] = {"AVX512_BF16 vdpbf16ps kernel", GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC,
+                                 GEMM_BF16_NC, 2, 1, 1, 1, gemm_pack_a_bf16_native, gemm_pack_b_bf16_native,
+                                 gemm_tile_bf16_native, NULL},
+#endif
+#if GEMM_HAVE_AMX_KERNEL
+    [GEMM_KERNEL_BF16_AMX] = {"AMX tdpbf16ps kernel", GEMM_AMX_MR, GEMM_AMX_NR, GEMM_AMX_KCP, GEMM_AMX_MC, GEMM_AMX_NC, 2,
+                              1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init},
+#endif
+};
+
+// The kernel of the run's precision and bf16 path (precision.h).
+static const gemm_kernel *gemm_kernel_current(void) {
+    if (!precision_is_bf16()) { return &gemm_kernels[GEMM_KERNEL_FP32]; }
+    switch (precision_bf16_path()) {
+#if GEMM_HAVE_AMX_KERNEL
+    case BF16_PATH_AMX: return &gemm_kernels[GEMM_KERNEL_BF16_AMX];
+#endif
+#if GEMM_HAVE_BF16_KERNEL
+    case BF16_PATH_AVX512BF16: return &gemm_kernels[GEMM_KERNEL_BF16_AVX512];
+#endif
+    default: return &gemm_kernels[GEMM_KERNEL_BF16_EMULATED];
+    }
+}
+
+// Which kernel the next gemm runs, in words, and why.
+static const char *gemm_path_name(void) {
+    if (!precision_is_bf16()) { return "fp32 (fp32 FMA kernel)"; }
+    static char name[160];
+    const Bf16Path path = precision_bf16_path(), best = bf16_path_best();
+    const char *why = precision_bf16_forced ? "forced by LLMC_BF16_PATH or LLMC_BF16_EMULATE"
+                    : path != best          ? "chosen by the program"
+                    : path == BF16_PATH_EMULATED ? "this CPU has no AVX512_BF16"
+                                                 : "the fastest this CPU has";
+    snprintf(name, sizeof(name), "bf16 (%s; path %s: %s)", gemm_kernel_current()->name, bf16_path_name(path), why);
+    return name;
+}
+
+// The bf16 dispatch as it was before the paths had names (tests and harnesses): whether the
+// native (vdpbf16ps or AMX) path runs; force the emulated one (on) or the fastest (off).
+static int gemm_bf16_uses_native(void) { return precision_bf16_path() != BF16_PATH_EMULATED; }
+static void gemm_bf16_force_emulated(int on) { (void)precision_force_bf16_path(on ? BF16_PATH_EMULATED : bf16_path_best()); }
+static int gemm_bf16_emulate_requested(void) {
+    Bf16Path p;
+    return bf16_path_requested(&p) && p == BF16_PATH_EMULATED;
+}
+
+// Words (4 bytes) per row of a packed panel for ku packed units.
+static inline int gemm_panel_words(const gemm_kernel *g, int ku) {
+    return (ku + g->kpad - 1) / g->kpad * g->kpad * g->unit_words;
+}
+
+// Packing buffer of one thread, in words: the largest of the kernels' A block + B block.
+static size_t gemm_buffer_words(void) {
+    size_t best = 0;
+    for (int i = 0; i < GEMM_KERNELS; i++) {
+        const gemm_kernel *g = &gemm_kernels[i];
+        if (g->tile == NULL) { continue; }  // not built here
+        const size_t w = (size_t)gemm_panel_words(g, g->kc) * ((size_t)g->mc + g->nc);
+        if (w > best) { best = w; }
+    }
+    return best;
+}
+
+static float *gemm_thread_buffer[GEMM_MAX_THREADS];
+
+// When N is split among threads, every thread of a row of the grid would pack the same rows of
+// A; instead they pack it once, all of K, into this buffer together (a share of its panels
+// each), wait for each other once, and read it from there. Only where all of A packed fits
+// (GPT-2 at T=64: up to 256 x 3072, 1.5 MiB; the LM head's 256-row chunks, which also saved
+// re-packing A for each of the 7 column blocks of a thread).
+#define GEMM_SHARED_A_WORDS (1 << 20)
+static float *gemm_shared_a;
+// With A packed once, a B block may be small at no cost in packing A again: 256 columns keep
+// the source of the next block (fetched into L2 while this one runs: 393 KB in bf16 at
+// GEMM_BF16_KCP) in L2 beside this block and A's block. Measured on Zen 4 (1 MiB L2): the LM
+// head's forward 15% faster in bf16, 4% in fp32, than with blocks of GEMM_NC (its source
+// came from L3, where L2 had evicted it; 128 to 256 columns measured alike).
+#define GEMM_SHARED_NC 256
+
+// Makes sure threads 0..nth-1 have their packing buffers: allocated here, in serial code, the
+// first time a thread count is seen (each buffer's pages are first touched by its thread).
+static void gemm_buffers(int nth) {
+    if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
+    for (int t = 0; t < nth; t++) {
+        if (gemm_thread_buffer[t] == NULL) {
+            gemm_thread_buffer[t] = aligned_alloc_or_die(sizeof(float) * gemm_buffer_words(), "gemm packing buffer");
+        }
+    }
+    if (nth > 1 && gemm_shared_a == NULL) {
+        gemm_shared_a = aligned_alloc_or_die(sizeof(float) * GEMM_SHARED_A_WORDS, "gemm shared A buffer");
+    }
+}
+
+static int gemm_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+// Allocates the packing buffers of all OpenMP threads now rather than in the first gemm call.
+static void gemm_init(void) { gemm_buffers(gemm_max_threads()); }
+
 // The two innermost loops: C block (mc x nc) at (ic, jc) of C from the packed A and B blocks.
 // first/last: this is the first/last k block. ep is the caller's epilogue (or NULL).
-// kc is in packed units of path g (gemm_panel_words gives the words per panel row).
-static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, const float *abuf,
+// ku is in packed units of kernel g (gemm_panel_words gives the words per panel row).
+static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, const float *abuf,
                               const float *bbuf, float *c, ptrdiff_t ldc, int ic, int jc, int first,
                               int last, const gemm_epilogue *ep, gemm_prefetch *pf) {
-    const int kw = gemm_panel_words(g, kc);
+    const int kw = gemm_panel_words(g, ku);
     for (int jr = 0; jr < nc; jr += g->nr) {
         const int nr = gemm_min(g->nr, nc - jr);
         const float *bpanel = bbuf + (size_t)jr * kw;
@@ -499,110 +530,53 @@ static void gemm_macro_kernel(const gemm_blocking *g, int mc, int nc, int kc, co
                     tep.ldpre = ep->ld_pre;
                 }
             }
-#if GEMM_HAVE_BF16_KERNEL
-            if (g->path == GEMM_PATH_BF16_NATIVE) {
-                const uint32_t *ap = (const uint32_t *)apanel, *bp = (const uint32_t *)bpanel;
-                const char *fetch[GEMM_BF16_FETCH_MAX];
-                const int nfetch = gemm_prefetch_take(pf, fetch, gemm_min(kc, GEMM_BF16_FETCH_MAX));
-                const gemm_bf16_fetch f = {fetch, nfetch};
-                if (nr == GEMM_BF16_NR && !tep.gelu) {  // all in registers, mr rows
-                    gemm_micro_kernel_bf16(mr, kc, ap, bp, ctile, ldc, tep.cin, tep.ldcin, tep.bias, f);
-                    continue;
-                }
-                float tile[GEMM_BF16_MR * GEMM_BF16_NR] __attribute__((aligned(64)));
-                if (nr == GEMM_BF16_NR) {  // GELU: the value to pre (or a scratch tile), its GELU to C
-                    float *val = tep.pre != NULL ? tep.pre : tile;
-                    const ptrdiff_t ld_val = tep.pre != NULL ? tep.ldpre : GEMM_BF16_NR;
-                    gemm_fetch_rows(mr, GEMM_BF16_NR, ctile, ldc, 1, 0);  // C's lines into L2 meanwhile
-                    gemm_micro_kernel_bf16(mr, kc, ap, bp, val, ld_val, tep.cin, tep.ldcin, tep.bias, f);
-                    gemm_tile_gelu(mr, val, ld_val, ctile, ldc);
-                    continue;
-                }
-                // fewer than NR columns: only its mr x nr corner of cin and bias may be read
-                gemm_micro_kernel_bf16(mr, kc, ap, bp, tile, GEMM_BF16_NR, NULL, 0, NULL, f);
-                gemm_tile_finish(tile, mr, nr, ctile, ldc, &tep);
-                continue;
-            }
-#endif
-            if (nr == GEMM_NR) {  // mr rows, straight to C
-                gemm_micro_kernel(mr, kw, apanel, bpanel, ctile, ldc, &tep);
-                continue;
-            }
-            // Fewer than NR columns: the kernel works on a full-width tile in a scratch copy;
-            // only mr x nr go back.
-            float tile[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
-            float tile_in[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
-            float tile_pre[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
-            float tile_bias[GEMM_NR] __attribute__((aligned(64)));
-            if (tep.cin != NULL) {
-                memset(tile_in, 0, sizeof(tile_in));
-                for (int i = 0; i < mr; i++) { memcpy(tile_in + i * GEMM_NR, tep.cin + i * tep.ldcin, nr * sizeof(float)); }
-                tep.cin = tile_in;
-                tep.ldcin = GEMM_NR;
-            }
-            if (tep.bias != NULL) {
-                memset(tile_bias, 0, sizeof(tile_bias));
-                memcpy(tile_bias, tep.bias, nr * sizeof(float));
-                tep.bias = tile_bias;
-            }
-            float *pre_out = tep.pre;
-            ptrdiff_t ld_pre_out = tep.ldpre;
-            if (pre_out != NULL) {
-                tep.pre = tile_pre;
-                tep.ldpre = GEMM_NR;
-            }
-            gemm_micro_kernel(mr, kw, apanel, bpanel, tile, GEMM_NR, &tep);
-            for (int i = 0; i < mr; i++) {
-                memcpy(ctile + i * ldc, tile + i * GEMM_NR, nr * sizeof(float));
-                if (pre_out != NULL) { memcpy(pre_out + i * ld_pre_out, tile_pre + i * GEMM_NR, nr * sizeof(float)); }
-            }
+            g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, &tep, pf);
         }
     }
 }
 
 // K in packed units (pairs in bf16, whose last may be half padding), and the size of its k
 // blocks: as equal as possible, so that the blocks depend on K alone.
-static int gemm_k_step(const gemm_blocking *g) { return g->path == GEMM_PATH_FP32 ? 1 : 2; }  // k per packed unit
-static int gemm_k_units(const gemm_blocking *g, int K) { return (K + gemm_k_step(g) - 1) / gemm_k_step(g); }
-static int gemm_k_block(const gemm_blocking *g, int K) {
+static int gemm_k_units(const gemm_kernel *g, int K) { return (K + g->kstep - 1) / g->kstep; }
+static int gemm_k_block(const gemm_kernel *g, int K) {
     const int Ku = gemm_k_units(g, K);
-    return Ku > 0 ? gemm_block_size(Ku, g->kc, 1) : 0;
+    return Ku > 0 ? gemm_block_size(Ku, g->kc, g->kpad) : 0;
 }
 
 // Rows [m0, m1) of A, all of K, packed as the k blocks of gemm_rectangle one after the other:
 // the block of units [pu, pu + ku) holds its MR-row panels from dst + rows * gemm_panel_words(pu),
 // rows = m1 - m0 rounded up to MR. Thread `part` of `parts` packs its share of the panels.
-static void gemm_pack_a_all(const gemm_blocking *g, int part, int parts, int m0, int m1, int K, const float *a,
+static void gemm_pack_a_all(const gemm_kernel *g, int part, int parts, int m0, int m1, int K, const float *a,
                             ptrdiff_t rs_a, ptrdiff_t cs_a, float *dst) {
-    const int kstep = gemm_k_step(g), Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     const int panels = (m1 - m0 + g->mr - 1) / g->mr, rows = panels * g->mr;
     const int r0 = panels * part / parts * g->mr, r1 = gemm_min(m1 - m0, panels * (part + 1) / parts * g->mr);
     for (int pu = 0; pu < Ku && r0 < r1; pu += ku_max) {
         const int ku = gemm_min(ku_max, Ku - pu), pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);
         float *block = dst + (size_t)rows * gemm_panel_words(g, pu);
-        gemm_pack_a_path(g, r1 - r0, kc, a + (m0 + r0) * rs_a + pc * cs_a, rs_a, cs_a,
+        g->pack_a(r1 - r0, kc, a + (m0 + r0) * rs_a + pc * cs_a, rs_a, cs_a,
                          block + (size_t)r0 * gemm_panel_words(g, ku));
     }
 }
 
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
 // own buffer; A comes packed already (gemm_pack_a_all) where apacked is not NULL.
-static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n1, int K, const float *a,
+static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1, int K, const float *a,
                            ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b,
                            float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf, const float *apacked) {
-    const int kstep = gemm_k_step(g), Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     const int arows = (m1 - m0 + g->mr - 1) / g->mr * g->mr;  // rows of each block of apacked
     float *bbuf = buf + (size_t)g->mc * gemm_panel_words(g, g->kc);
     const int nc_max = gemm_block_size(n1 - n0, apacked != NULL ? GEMM_SHARED_NC : g->nc, g->nr);
     const int mc_max = gemm_block_size(m1 - m0, g->mc, g->mr);
-    const int fetch = g->path == GEMM_PATH_BF16_NATIVE;  // the next blocks' sources (see below)
+    const int fetch = g->fetch_next;  // the next blocks' sources (see below)
     for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = gemm_min(nc_max, n1 - jc);
         int pu = 0;
         do {  // at least once: with K = 0 the epilogue still writes C
             const int ku = gemm_min(ku_max, Ku - pu);
             const int pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);  // the block's k's of A and B
-            gemm_pack_b_path(g, kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+            g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
             // the k block after this one (or the first of the next column block): its source
             int next_jc = jc, next_pu = pu + ku;
             if (next_pu >= Ku) { next_jc += nc, next_pu = 0; }
@@ -614,7 +588,7 @@ static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n
                 if (apacked != NULL) {
                     abuf = apacked + (size_t)arows * gemm_panel_words(g, pu) + (size_t)(ic - m0) * gemm_panel_words(g, ku);
                 } else {
-                    gemm_pack_a_path(g, mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf);
+                    g->pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf);
                 }
                 // while this block runs: fetch the next A block's source, and after the last A
                 // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
@@ -647,7 +621,7 @@ static void gemm_rectangle(const gemm_blocking *g, int m0, int m1, int n0, int n
 // rows of A and the columns of B of its rectangle, so splitting N makes every thread pack all
 // of A, splitting M all of B: per unit of K the busiest thread does 2 rows cols flops and packs
 // rows + cols elements.
-static void gemm_thread_grid(const gemm_blocking *g, int M, int N, int nth, int *tm, int *tn) {
+static void gemm_thread_grid(const gemm_kernel *g, int M, int N, int nth, int *tm, int *tn) {
     const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
     double best = -1.0;
     *tm = 1;  // fewer tiles than threads along every split: one thread
@@ -667,7 +641,7 @@ static void gemm_thread_grid(const gemm_blocking *g, int M, int N, int nth, int 
 
 // 1 if the threads of a row of the tm x tn grid pack their rows of A together (see
 // gemm_shared_a): N split, and all of A packed fits the buffer.
-static int gemm_share_a(const gemm_blocking *g, int tn, int M, int K) {
+static int gemm_share_a(const gemm_kernel *g, int tn, int M, int K) {
     const size_t rows = (size_t)(M + g->mr - 1) / g->mr * g->mr;
     return tn > 1 && rows * gemm_panel_words(g, gemm_k_units(g, K)) <= GEMM_SHARED_A_WORDS;
 }
@@ -675,7 +649,7 @@ static int gemm_share_a(const gemm_blocking *g, int tn, int M, int K) {
 // Thread tid of a tm x tn grid over C (M, N): its rectangle. With share_a, it first packs its
 // part of its grid row's rows of A into gemm_shared_a (at row m0: the rows of a grid row are
 // whole panels, so each grid row's blocks lie apart), and waits there for the whole team.
-static void gemm_thread(const gemm_blocking *g, int tid, int tm, int tn, int share_a, int M, int N, int K, const float *a,
+static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share_a, int M, int N, int K, const float *a,
                         ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
                         ptrdiff_t ldc, const gemm_epilogue *ep) {
     const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
@@ -684,6 +658,7 @@ static void gemm_thread(const gemm_blocking *g, int tid, int tm, int tn, int sha
     const int m1 = gemm_min(M, (int)((long)mtiles * (ti + 1) / tm) * g->mr);
     const int n0 = gemm_min(N, (int)((long)ntiles * tj / tn) * g->nr);
     const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * g->nr);
+    if (g->thread_init != NULL) { g->thread_init(); }
     const float *apacked = NULL;
     if (share_a) {
         float *group = gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K));
@@ -697,15 +672,18 @@ static void gemm_thread(const gemm_blocking *g, int tid, int tm, int tn, int sha
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
 static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
                  ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+#ifdef _OPENMP
+    if (omp_in_parallel()) { die("gemm: called inside a parallel region (its packing buffers are per thread number): call it from serial code"); }
+#endif
     if (M <= 0 || N <= 0) { return; }
-    const gemm_blocking blocking = gemm_blocking_of(gemm_current_path()), *g = &blocking;
+    const gemm_kernel *g = gemm_kernel_current();
     int tm, tn;
     gemm_thread_grid(g, M, N, gemm_max_threads(), &tm, &tn);
     gemm_buffers(tm * tn);
     #pragma omp parallel num_threads(tm * tn)
     {
 #ifdef _OPENMP
-        // A team smaller than asked for (a thread limit, a nested region) runs on one thread.
+        // A team smaller than asked for (a thread limit) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
             gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a, rs_a, cs_a, b, rs_b,
                         cs_b, c, ldc, ep);

@@ -15,6 +15,9 @@ than the target's is split by GCC into narrower ones, slow but the same arithmet
 where the target has it), which is how the AVX-512 variant is tested on an AVX2 machine
 (dev/cpu/gemm_check.c, scripts/test_gemm.sh, scripts/test_gpt2.sh).
 
+This file also holds what every micro-kernel shares: the tile epilogue (gemm_tile_epilogue,
+gemm_tile_finish) and the descriptor (gemm_kernel) by which gemm.h's loops run any of them.
+
 Packed layouts (written by gemm.h):
   a panel: kc x MR, a[k*MR + i] = A(i, k)  (rows past the edge of A are zero)
   b panel: kc x NR, b[k*NR + j] = B(k, j)  (columns past the edge of B are zero)
@@ -25,6 +28,7 @@ default is -ffp-contract=fast), so results do not depend on where the tile sits 
 #pragma once
 
 #include <stddef.h>
+#include <string.h>
 
 #include "gelu.h"  // gelu_vec, the epilogue's GELU (and vecmath.h)
 
@@ -171,3 +175,63 @@ static void gemm_micro_kernel(int mr, int kc, const float *restrict a, const flo
     default: break;
     }
 }
+
+// c (mr x width, mr <= rows of val) = gelu(val) by gelu_vec, as the fp32 micro-kernel does it;
+// width a multiple of GEMM_VEC, c may be val. A kernel that writes its tile's value to pre
+// applies GELU from there.
+static void gemm_tile_gelu(int mr, int width, const float *val, ptrdiff_t ld_val, float *c, ptrdiff_t ldc) {
+    for (int i = 0; i < mr; i++) {
+        #pragma GCC unroll 4
+        for (int j = 0; j < width; j += GEMM_VEC) {
+            *(gemm_vfu *)(c + i * ldc + j) = gelu_vec(*(const gemm_vfu *)(val + i * ld_val + j));
+        }
+    }
+}
+
+// The epilogue of a tile whose sums a kernel left in memory: tile holds them (rows ld_tile
+// apart, ld_tile a multiple of GEMM_VEC and at least nr rounded up to it; overwritten); the mr x
+// nr corner goes to c with the same operations, in the same order, as the fp32 micro-kernel's
+// epilogue (addend, then bias, then GELU by gelu_vec), so that every path's epilogue gives the
+// same bits from the same sums.
+static void gemm_tile_finish(float *tile, ptrdiff_t ld_tile, int mr, int nr, float *c, ptrdiff_t ldc,
+                             const gemm_tile_epilogue *ep) {
+    for (int i = 0; i < mr; i++) {
+        float *t = tile + i * ld_tile;
+        if (ep->cin != NULL) {
+            for (int j = 0; j < nr; j++) { t[j] += ep->cin[i * ep->ldcin + j]; }
+        }
+        if (ep->bias != NULL) {
+            for (int j = 0; j < nr; j++) { t[j] += ep->bias[j]; }
+        }
+        if (ep->gelu) {
+            if (ep->pre != NULL) { memcpy(ep->pre + i * ep->ldpre, t, nr * sizeof(float)); }
+            gemm_tile_gelu(1, (nr + GEMM_VEC - 1) / GEMM_VEC * GEMM_VEC, t, ld_tile, t, ld_tile);
+        }
+        memcpy(c + i * ldc, t, nr * sizeof(float));
+    }
+}
+
+// The source lines of the blocks packed next, which a tile function may fetch (gemm.h).
+typedef struct gemm_prefetch gemm_prefetch;
+
+// A micro-kernel as gemm.h's loops see it, chosen once per gemm call from a table (gemm.h's
+// gemm_kernels): its tile, its blocking, its packing, one tile function with the epilogue, and
+// a per-thread set-up. The loops know nothing else of it.
+//   A packed: mc rows in mr-row panels, each panel mr * kw words; B: nc columns in nr-column
+//   panels of nr * kw words; kw = the block's packed units rounded up to kpad, times unit_words.
+typedef struct {
+    const char *name;   // for the start-up line, e.g. "AMX tdpbf16ps"
+    int mr, nr;         // the tile of C of one tile call
+    int kc, mc, nc;     // block sizes: kc in packed units (at most; a multiple of kpad), mc rows, nc columns
+    int kstep;          // k's per packed unit: 1 (fp32 element) or 2 (bf16 pair)
+    int unit_words;     // words (4 bytes) per packed unit in a panel row: 1, or 2 (a pair as two floats)
+    int kpad;           // a block's units per panel row are rounded up to a multiple of this
+    int fetch_next;     // 1: the tile calls fetch the source of the blocks packed next (gemm_prefetch)
+    // pack the mc x kc (k's, not units) block of A at a, A(i, k) = a[i*rs + k*cs]; and B's kc x nc
+    void (*pack_a)(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf);
+    void (*pack_b)(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf);
+    // c (mr x nr of the tile, mr <= MR, nr <= NR) = epilogue(a panel . b panel over kw words a row)
+    void (*tile)(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *c, ptrdiff_t ldc,
+                 const gemm_tile_epilogue *ep, gemm_prefetch *pf);
+    void (*thread_init)(void);  // NULL, or what a thread runs before its tiles (AMX: its tile configuration)
+} gemm_kernel;

@@ -172,12 +172,12 @@ static float gemv_bf16_dot_native(const uint16_t *w, const uint16_t *x, int Cp) 
 #endif
 
 // The outputs of quads [q0, q1) of out (OC) = addend + weight (OC, Cp bf16) . x16 (Cp bf16) + bias,
-// then GELU if gelu (pre: as gemv's); on the calling thread. The path is the GEMM's choice
-// (gemm_bf16_uses_native: vdpbf16ps unless LLMC_BF16_EMULATE=1 or the CPU lacks it).
+// then GELU if gelu (pre: as gemv's); on the calling thread. The path is the run's, chosen at
+// start-up (precision_bf16_dot_native: vdpbf16ps unless the CPU lacks it or the emulated path is forced).
 static void gemv_bf16_quads(int q0, int q1, float *out, const float *addend, const uint16_t *x16,
                             const uint16_t *weight, const float *bias, int C, int OC, int gelu, float *pre) {
     const int Cp = gemv_bf16_stride(C);
-    const int native = gemm_bf16_uses_native();
+    const int native = precision_bf16_dot_native();
     (void)native;  // unused where no vdpbf16ps kernel is built
     for (int q = q0; q < q1; q++) {
         const int o0 = 4 * q, n = OC - o0 < 4 ? OC - o0 : 4;

@@ -193,7 +193,7 @@ static const float *gpt2_cache_step(GPT2 *model, GPT2Cache *cache, int token) {
     const int C = cfg->channels, NH = cfg->num_heads, L = cfg->num_layers, pos = cache->len;
     check_tokens(model, &token, 1, "input");
     attn_check_shape(pos + 1, C, NH);
-    if (gemm_precision == PRECISION_BF16 && cache->w16 == NULL) {
+    if (precision_is_bf16() && cache->w16 == NULL) {
         die("gpt2_cache_step: bf16 matmuls without the bf16 weights (gpt2_cache_use_bf16)");
     }
     const float *tok = model->params.wte + (size_t)token * C, *wpe = model->params.wpe + (size_t)pos * C;

@@ -26,19 +26,20 @@ a block of vocabulary columns at a time.
 #include "gemm.h"
 #include "gemv.h"
 
-// Precision of the matmuls (typedef Precision in gemm.h: PRECISION_FP32, PRECISION_BF16).
+// Precision of the products from now on (precision.h: PRECISION_FP32, PRECISION_BF16), for
+// the matmuls and attention alike; call it once, from serial code, before the first product.
 // bf16: every matmul_* and gemm call after this one rounds both operands to bf16 (nearest
 // even) while packing them and sums the products in fp32; bias, residual, GELU and the
-// bias gradient stay fp32. Where the CPU has AVX512_BF16 the vdpbf16ps kernel runs, otherwise
-// (or with the environment variable LLMC_BF16_EMULATE=1) the fp32 kernel on bf16-rounded
-// panels, which gives the same bits (gemm_kernel_bf16.h).
-static void matmul_set_precision(Precision p) { gemm_set_precision(p); }
+// bias gradient stay fp32. The kernel is the fastest this CPU has (AMX tiles, vdpbf16ps, or
+// the fp32 kernel on bf16-rounded panels, which gives vdpbf16ps's bits), unless the
+// environment variable LLMC_BF16_PATH (or LLMC_BF16_EMULATE=1) forces one (precision.h).
+static void matmul_set_precision(Precision p) { precision_set(p); }
 
 // Which kernel the matmuls run now, in words, e.g. "bf16 (AVX512_BF16 vdpbf16ps kernel)".
 static const char *matmul_precision_path(void) { return gemm_path_name(); }
 
 // One row on the GEMV: fp32 only (the bf16 rounding is the GEMM's packing).
-static int matmul_one_row(int BT) { return BT == 1 && gemm_precision == PRECISION_FP32; }
+static int matmul_one_row(int BT) { return BT == 1 && !precision_is_bf16(); }
 
 // out (BT, OC) = inp (BT, C) . weight^T + bias. weight is (OC, C), bias is (OC) or NULL.
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,

@@ -2,8 +2,10 @@
 # The GEMM behind every matmul (llmc/gemm.h), checked against float64 for each micro-kernel
 # variant: the one -march=native picks, each variant forced (the AVX-512 one runs on any
 # x86-64, split into narrower vectors by GCC), the portable build, and a build without OpenMP;
-# each checks the bf16 GEMM too, on both paths where the CPU has AVX512_BF16 (gemm_check.c).
-# Then the bf16 dispatch (LLMC_BF16_EMULATE), and bf16 mutants that must fail.
+# each checks the bf16 GEMM too, on every bf16 path the CPU has (gemm_check.c); a build with
+# -DGEMM_AMX_EMULATE runs the AMX path's packing and loops on a C model of the tiles where the
+# CPU has AVX512_BF16 but no AMX. Then the bf16 dispatch (LLMC_BF16_PATH, LLMC_BF16_EMULATE),
+# gemm refusing to run inside a parallel region, and bf16 mutants that must fail.
 # Builds with -Werror: the headers must stay warning-free in every configuration.
 source "$(dirname "$0")/testlib.sh"
 mkdir -p build
@@ -15,12 +17,13 @@ configs=(
     "sse-forced:-march=native -fopenmp -DVEC_WIDTH=4"
     "portable:-march=x86-64 -mtune=generic -fopenmp"
     "no-openmp:-march=native -Wno-unknown-pragmas"
+    "amx-emulated:-march=native -fopenmp -DGEMM_AMX_EMULATE"
 )
 # TEST_QUICK=1 (make test): the native build (both bf16 paths) and one mutant; make test-all
 # runs every variant and mutant (test_gpt2's quick checks run the portable build and a bf16
 # rounding mutant)
 quick=${TEST_QUICK:-0}
-quick_configs="native"
+quick_configs="native amx-emulated"
 quick_mutants="pair order swapped in the native packing"
 for config in "${configs[@]}"; do
     name=${config%%:*}
@@ -30,6 +33,10 @@ for config in "${configs[@]}"; do
     # shellcheck disable=SC2086  # the flags are word lists
     if out=$(gcc $flags $extra dev/cpu/gemm_check.c -o "$bin" -lm 2>&1); then
         pass "gemm builds: $name"
+        if [ "$name" = amx-emulated ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
+            pass "gemm correct: $name skipped (the AMX path's packing needs AVX512_BF16, which this CPU lacks)"
+            continue
+        fi
         expect_ok "gemm correct: $name" env OMP_NUM_THREADS=2 "$bin"
         if [ "$name" = native ] && [ "$quick" != 1 ]; then  # teams smaller than asked for (it asks for up to 4)
             expect_ok "gemm correct: $name, OMP_THREAD_LIMIT=2" env OMP_NUM_THREADS=2 OMP_THREAD_LIMIT=2 "$bin"
@@ -39,19 +46,31 @@ for config in "${configs[@]}"; do
     fi
 done
 
-# bf16: which path the dispatcher picks, and LLMC_BF16_EMULATE=1 forcing the emulated one.
+# bf16: which path the dispatcher picks (the fastest the CPU has), LLMC_BF16_PATH and
+# LLMC_BF16_EMULATE=1 forcing one, and a path the CPU lacks or an unknown one refused.
 bin=build/gemm_check_native
 if [ -x "$bin" ]; then
     path=$("$bin" --path)
-    if grep -q avx512_bf16 /proc/cpuinfo; then want="vdpbf16ps"; else want="emulated"; fi
+    if grep -q amx_bf16 /proc/cpuinfo; then want="AMX"; elif grep -q avx512_bf16 /proc/cpuinfo; then want="vdpbf16ps"; else want="emulated"; fi
     if printf '%s' "$path" | grep -q "$want"; then pass "bf16 path on this CPU: $path"; else fail "bf16 path on this CPU" "got '$path', expected $want"; fi
     path=$(LLMC_BF16_EMULATE=1 "$bin" --path)
     if printf '%s' "$path" | grep -q "emulated"; then pass "LLMC_BF16_EMULATE=1 picks the emulated path"; else fail "LLMC_BF16_EMULATE=1 picks the emulated path" "got '$path'"; fi
+    path=$(LLMC_BF16_PATH=emulated "$bin" --path)
+    if printf '%s' "$path" | grep -q "path emulated: forced"; then pass "LLMC_BF16_PATH=emulated picks the emulated path"; else fail "LLMC_BF16_PATH=emulated picks the emulated path" "got '$path'"; fi
+    expect_error "LLMC_BF16_PATH with an unknown path" 1 "LLMC_BF16_PATH=tpu: unknown bf16 path" env LLMC_BF16_PATH=tpu "$bin" --path
+    if ! grep -q amx_bf16 /proc/cpuinfo; then
+        expect_error "LLMC_BF16_PATH=amx on a CPU without AMX" 1 "LLMC_BF16_PATH=amx: this CPU \\(or OS\\) does not support it" env LLMC_BF16_PATH=amx "$bin" --path
+    else
+        path=$(LLMC_BF16_PATH=amx "$bin" --path)
+        if printf '%s' "$path" | grep -q "AMX"; then pass "LLMC_BF16_PATH=amx picks AMX"; else fail "LLMC_BF16_PATH=amx picks AMX" "got '$path'"; fi
+    fi
+    # the packing buffers are per thread number: two teams' thread 0 would share one
+    expect_error "gemm refuses to run inside a parallel region" 1 "gemm: called inside a parallel region" env OMP_NUM_THREADS=2 "$bin" --nested
 fi
 
 # Mutants: a copy of the GEMM headers with one deliberate bug each must fail gemm_check's
-# bf16 checks (whose emulated path runs the fp32 micro-kernel too). Each line: file | sed expression (no '|' in it) | needs AVX512_BF16 (caught only
-# by native = emulated) | what
+# bf16 checks (whose emulated path runs the fp32 micro-kernel too). Each line: file | sed expression (no '|' in it) | needs: 0 nothing,
+# 1 AVX512_BF16 (caught only by native = emulated), 2 the AMX path (real AMX, or -DGEMM_AMX_EMULATE on AVX512_BF16) | what
 MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/    u += 0x7fffu + ((u >> 16) \& 1u);.*/    \/\/ truncated/|0|truncation instead of round-to-nearest-even"
     "llmc/gemm.h|s/                    gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);/                    if (r_panel == GEMM_MR) { f[(size_t)2 * p * r_panel + r] = hi; f[(size_t)(2 * p + 1) * r_panel + r] = lo; } else { gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi); }/|0|the A operand left unrounded (emulated path)"
@@ -64,7 +83,10 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"
     "llmc/gemm.h|s/ + (size_t)(ic - m0) \* gemm_panel_words(g, ku);/;/|0|every row block of the shared packed A read from the first one's place"
     "llmc/gemm.h|s/panels \* (part + 1) \/ parts \* g->mr);/panels * (part + 1) \/ parts * g->mr - g->mr);/|0|each thread's share of the shared A packing one panel short"
-    "llmc/gemm.h|s/gelu_vec(\*(const gemm_vfu \*)(val + i \* ld_val + j))/gelu_vec(*(const gemm_vfu *)(val + i * GEMM_BF16_NR + j))/|1|the GELU of a full native tile reading its value (in pre) a scratch tile's row length apart"
+    "llmc/gemm_kernel.h|s/gelu_vec(\*(const gemm_vfu \*)(val + i \* ld_val + j))/gelu_vec(*(const gemm_vfu *)(val + i * width + j))/|1|the GELU of a full native tile reading its value (in pre) a scratch tile's row length apart"
+    "llmc/gemm_kernel_amx.h|s/_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 \* p + 16), _mm512_loadu_ps(row + 2 \* p))/_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p), _mm512_loadu_ps(row + 2 * p + 16))/|2|AMX A packing: a row's two halves of 16 pairs swapped"
+    "llmc/gemm_kernel_amx.h|s/GEMM_AMX_LOAD(5, aq + 16 \* 64, 64);/GEMM_AMX_LOAD(5, aq, 64);/|2|AMX tile: rows 16-31 multiplied from rows 0-15's A tile"
+    "llmc/gemm_kernel_amx.h|s/v\[j\] = _mm512_load_si512((const void \*)(stage + (size_t)(16 \* q + j) \* GEMM_AMX_MR + g));/v[j] = _mm512_load_si512((const void *)(stage + (size_t)(16 * q + j) * GEMM_AMX_MR));/|2|AMX A packing of a transposed A: rows 16-31 of a panel staged from rows 0-15"
 )
 has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
@@ -72,10 +94,12 @@ grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr needs what <<< "$entry"
     [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
-    if [ "$needs" = 1 ] && [ $has_bf16 = 0 ]; then
-        pass "mutant skipped (this CPU has no AVX512_BF16, so native = emulated cannot be checked): $what"
+    if [ "$needs" != 0 ] && [ $has_bf16 = 0 ]; then
+        pass "mutant skipped (this CPU has no AVX512_BF16, so native = emulated and the AMX path cannot be checked): $what"
         continue
     fi
+    amx_flags=""  # the AMX path: real where the CPU has it, else on the C model of the tiles
+    if [ "$needs" = 2 ] && ! grep -q amx_bf16 /proc/cpuinfo; then amx_flags="-DGEMM_AMX_EMULATE"; fi
     dir=build/mutant_gemm
     rm -rf "$dir"
     mkdir -p "$dir/dev/cpu"
@@ -87,7 +111,7 @@ for entry in "${MUTANTS[@]}"; do
         continue
     fi
     # shellcheck disable=SC2086  # the mutant's headers first: -I. is left out
-    if ! out=$(gcc ${flags% -I.} -I"$dir" -march=native -fopenmp "$dir/dev/cpu/gemm_check.c" -o "$dir/gemm_check" -lm 2>&1); then
+    if ! out=$(gcc ${flags% -I.} -I"$dir" -march=native -fopenmp $amx_flags "$dir/dev/cpu/gemm_check.c" -o "$dir/gemm_check" -lm 2>&1); then
         fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
         continue
     fi

@@ -165,7 +165,7 @@ static attn_error attn_error_of(const float *got, const float *ref, const float 
 // run's first line. pass: "forward" or "backward".
 static void attn_harness_start(const char *pass, const attn_options *o) {
     openblas_set_num_threads(1);
-    gemm_set_precision(o->precision);
+    precision_set(o->precision);
     printf("attention %s, %s, %d threads, vector width %d floats\n", pass,
            o->precision == PRECISION_BF16 ? "bf16" : "fp32", omp_get_max_threads(), ATTN_VW);
 }

@@ -1,0 +1,84 @@
+/*
+The bf16 GEMM on GPT-2 124M's 27 products (9 shapes x the three products of a linear layer),
+timed alone: GFLOP/s and the share of the AMX peak (amx_peak.h) or, without AMX, of the
+vdpbf16ps peak. The bf16 path is the run's (LLMC_BF16_PATH forces one). Its yardstick on the
+lent Xeon is oneDNN's bf16 matmul through PyTorch (dev/cpu/matmul_torch.py, the same products
+and the same lines), which dev/cpu/run_amx.sh sets side by side; matmul_bf16.c does the same
+with oneDNN's C API where libdnnl is installed.
+
+  OMP_NUM_THREADS=2 ./amx_bench [fp32]
+prints one line per product:  product NAME PROD M N K ms GFLOP/s %peak
+Products (C is the plain product, no epilogue; operands as the model holds them, fp32):
+  fwd   out (BT, OC)  = inp (BT, C) . weight^T
+  dinp  dinp (BT, C)  = dout (BT, OC) . weight (OC, C)
+  dw    dw (OC, C)    = dout^T . inp (BT, C)
+*/
+#include "amx_peak.h"
+#include "bf16_peak.h"
+#include "common.h"
+#include "llmc/matmul.h"
+
+static const struct { const char *name; int BT, C, OC; } shapes[] = {
+    {"qkv_T64", 256, 768, 2304},      {"attnproj_T64", 256, 768, 768},     {"fc_T64", 256, 768, 3072},
+    {"fcproj_T64", 256, 3072, 768},   {"qkv_T1024", 4096, 768, 2304},      {"attnproj_T1024", 4096, 768, 768},
+    {"fc_T1024", 4096, 768, 3072},    {"fcproj_T1024", 4096, 3072, 768},   {"lmhead_256rows", 256, 768, 50304},
+};
+
+typedef struct {
+    int M, N, K;
+    const float *a, *b;
+    ptrdiff_t rs_a, cs_a, rs_b, cs_b;
+    float *c;
+} product;
+
+static void run(void *p) {
+    const product *r = p;
+    gemm(r->M, r->N, r->K, r->a, r->rs_a, r->cs_a, r->b, r->rs_b, r->cs_b, r->c, r->N, NULL);
+}
+
+int main(int argc, char **argv) {
+    const int fp32 = argc > 1 && strcmp(argv[1], "fp32") == 0;
+    if (argc > 1 && !fp32) { die("usage: %s [fp32]", argv[0]); }
+    gemm_init();
+    matmul_set_precision(fp32 ? PRECISION_FP32 : PRECISION_BF16);
+    const int threads = omp_get_max_threads();
+    double peak = 0.0;
+    const char *peak_name = "none";
+    if (!fp32 && precision_bf16_path() == BF16_PATH_AMX) {
+        peak = amx_peak(threads), peak_name = "AMX TDPBF16PS";
+    } else if (!fp32 && bf16_dot_available()) {
+        peak = bf16_dot_peak(threads), peak_name = "vdpbf16ps";
+    }
+    printf("threads: %d; ours: %s; peak (%s): %.1f GFLOP/s\n", threads, matmul_precision_path(), peak_name, peak);
+    double log_g = 0.0;
+    int n = 0;
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        const int BT = shapes[s].BT, C = shapes[s].C, OC = shapes[s].OC;
+        float *inp = make_random((size_t)BT * C, 1), *w = make_random((size_t)OC * C, 2);
+        float *dout = make_random((size_t)BT * OC, 3);
+        size_t nmax = (size_t)BT * OC;  // the largest of the three outputs
+        if ((size_t)BT * C > nmax) { nmax = (size_t)BT * C; }
+        if ((size_t)OC * C > nmax) { nmax = (size_t)OC * C; }
+        float *c = make_random(nmax, 4);
+        const product prods[3] = {
+            {BT, OC, C, inp, w, C, 1, 1, C, c},
+            {BT, C, OC, dout, w, OC, 1, C, 1, c},
+            {OC, C, BT, dout, inp, 1, OC, C, 1, c},
+        };
+        static const char *const names[3] = {"fwd", "dinp", "dw"};
+        for (int q = 0; q < 3; q++) {
+            product r = prods[q];
+            const double flops = 2.0 * r.M * r.N * r.K;
+            const double ms = time_best_ms(run, &r, flops > 2e10 ? 5 : 15);
+            const double g = flops / (ms * 1e6);
+            printf("product %-15s %-4s M=%d N=%d K=%d %9.3f ms %8.1f GFLOP/s %5.1f%% of peak\n", shapes[s].name, names[q],
+                   r.M, r.N, r.K, ms, g, peak > 0 ? 100.0 * g / peak : 0.0);
+            log_g += log(g);
+            n++;
+        }
+        free(inp); free(w); free(dout); free(c);
+    }
+    const double gm = exp(log_g / n);
+    printf("geometric mean: %.1f GFLOP/s, %.1f%% of peak\n", gm, peak > 0 ? 100.0 * gm / peak : 0.0);
+    return 0;
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# One device session's worth of the AMX work (issue 30) in one command, on a Xeon with AMX (the
+# lent GPU machine's host: gcc, zlib, mpicc and PyTorch as python3, nothing installed): builds,
+# runs the AMX checks, times the GEMM against oneDNN (PyTorch's bf16 torch.matmul) and train_gpt2
+# against PyTorch, 2 threads on cores 0 and 1. Writes into DIR (default $OUT, else dev/cpu/amx_run):
+#   env.txt     date, CPU (lscpu, its amx flags), compiler, PyTorch
+#   build.txt   the builds
+#   checks.txt  gemm_check (every bf16 path against float64), amx_check (what TDPBF16PS computes,
+#               AMX vs emulated), test_gpt2 on the small references in data/ref (carried there)
+#               with LLMC_BF16_PATH=amx and test_gpt2.sh's bf16 mutants on the AMX path
+#   gemm.txt    fma_peak (fp32, vdpbf16ps, AMX peaks), amx_bench per bf16 path, matmul_torch.py,
+#               and the side-by-side table of ours (AMX) against oneDNN on the 27 products
+#   train.txt   train_gpt2 (fp32; bf16 on each path) and torch_step.py (eager and compiled, fp32 and
+#               bf16 autocast) at B=4 T=64 and T=1024, ms per step (medians)
+#
+#   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all]      (default all)
+# STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024.
+# A folder BASELINE (default baseline/, where present: another version's Makefile, train_gpt2.c and
+# llmc/) is built too and its train_gpt2 timed beside ours at T=64 (fp32, bf16), in the same run.
+set -u
+cd "$(dirname "$0")/../.."
+out=${1:-${OUT:-dev/cpu/amx_run}}
+what=${2:-all}
+STEPS64=${STEPS64:-6}
+STEPS1024=${STEPS1024:-2}
+TORCH1024=${TORCH1024:-1}
+PY=${PY:-python3}
+mkdir -p "$out"
+status=0
+pin="taskset -c 0,1"
+export OMP_NUM_THREADS=2
+
+{ date -u; lscpu; echo "amx flags: $(lscpu | grep -o 'amx[a-z_0-9]*' | sort -u | tr '\n' ' ')"; gcc --version | head -n 1
+  $PY -c 'import torch; print("torch", torch.__version__, "| oneDNN", torch.backends.mkldnn.is_available())'; } >"$out/env.txt" 2>&1
+grep -q amx_bf16 /proc/cpuinfo || echo "warning: this CPU has no AMX: the AMX rows will say so" | tee -a "$out/env.txt"
+
+flags="-O3 -std=gnu11 -march=native -fopenmp -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -Werror -I."
+{
+    make -j16 train_gpt2 test_gpt2 &&
+    mkdir -p build &&
+    gcc $flags dev/cpu/gemm_check.c -o build/gemm_check -lm &&
+    for p in amx_check amx_bench fma_peak; do gcc $flags -Idev/cpu dev/cpu/$p.c -o build/$p -lm || exit 1; done
+} >"$out/build.txt" 2>&1 || { echo "error: the build failed (see build.txt)"; tail -n 20 "$out/build.txt"; exit 1; }
+
+if [ "$what" = all ] || [ "$what" = checks ]; then
+    {
+        echo "== gemm_check (all paths, 2 threads)"; ./build/gemm_check | grep -v '^ok'; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+        echo "== amx_check"; ./build/amx_check || status=1
+        for name in odd-bf16 chunks-bf16 tiny-bf16; do
+            d=data/ref/$name
+            [ -f $d/model.bin ] || { echo "skip test_gpt2 $name: data/ref/$name not here"; continue; }
+            for path in amx avx512bf16 emulated; do
+                if r=$(LLMC_BF16_PATH=$path ./test_gpt2 -e $d/model.bin -s $d/state.bin -l $d/losses.txt -a $d/activations.bin --precision bf16 2>&1); then
+                    echo "PASS test_gpt2 $name, LLMC_BF16_PATH=$path: $(printf '%s\n' "$r" | grep -E '^OK|matmuls' | tr '\n' ' ')"
+                else
+                    echo "FAIL test_gpt2 $name, LLMC_BF16_PATH=$path:"; printf '%s\n' "$r" | grep -E 'MISMATCH|FAIL|error|matmuls' | head -n 20; status=1
+                fi
+            done
+        done
+        # test_gpt2.sh's bf16 mutants, on the AMX path: each must fail, naming its tensor
+        if [ -f data/ref/odd-bf16/model.bin ]; then
+            sed -n '/^MUTANTS=(/,/^)/p' scripts/test_gpt2.sh | grep '^ *"' | grep '|bf16' > build/bf16_mutants.txt
+            while IFS= read -r line; do
+                line="${line#"${line%%[![:space:]]*}"}"  # the array line's indentation off
+                eval "entry=$line"
+                IFS='|' read -r file expr expected mwhat _ _ <<< "$entry"
+                dir=build/mutant_amx; rm -rf $dir; mkdir -p $dir; cp -r Makefile test_gpt2.c llmc $dir/
+                sed -i "$expr" "$dir/$file"
+                if cmp -s "$file" "$dir/$file" || ! make -s -C $dir test_gpt2 >/dev/null 2>&1; then echo "FAIL mutant $mwhat: no longer applies or builds"; status=1; continue; fi
+                d=data/ref/odd-bf16
+                r=$(LLMC_BF16_PATH=amx $dir/test_gpt2 -e $d/model.bin -s $d/state.bin -l $d/losses.txt -a $d/activations.bin --precision bf16 2>&1)
+                rc=$?
+                v=$(printf '%s\n' "$r" | grep -E '^FAIL:' || true)
+                if [ $rc -eq 1 ] && [ -n "$v" ]; then echo "PASS mutant caught on the AMX path: $mwhat ($v; expected $expected)"
+                else echo "FAIL mutant not caught on the AMX path: $mwhat (exit $rc)"; status=1; fi
+            done < build/bf16_mutants.txt
+            rm -rf build/mutant_amx
+        fi
+    } 2>&1 | tee "$out/checks.txt"
+    grep -q '^FAIL' "$out/checks.txt" && status=1
+fi
+
+if [ "$what" = all ] || [ "$what" = gemm ]; then
+    {
+        echo "== fma_peak"; $pin ./build/fma_peak
+        for path in amx avx512bf16; do echo "== amx_bench, LLMC_BF16_PATH=$path"; LLMC_BF16_PATH=$path $pin ./build/amx_bench; done
+        echo "== amx_bench fp32"; $pin ./build/amx_bench fp32
+        echo "== matmul_torch.py (oneDNN via torch.matmul, bf16)"; $pin $PY dev/cpu/matmul_torch.py 2
+    } >"$out/gemm_raw.txt" 2>&1
+    {
+        grep -E '^(fp32 FMA|bf16 dot|AMX bf16) peak' "$out/gemm_raw.txt"
+        echo
+        echo "ours = amx_bench with LLMC_BF16_PATH=amx; oneDNN = torch.matmul in bf16 (matmul_torch.py); ratio = oneDNN ms / ours"
+        awk '/^== amx_bench, LLMC_BF16_PATH=amx/ {s = 1} /^== amx_bench, LLMC_BF16_PATH=avx512bf16/ {s = 2} /^== matmul_torch/ {s = 3}
+             /^== amx_bench fp32/ {s = 0}
+             /^product/ && s == 1 { k = $2 " " $3; ours[k] = $7; g[k] = $9; pk[k] = $11; order[n++] = k; dims[k] = $4 " " $5 " " $6 }
+             /^product/ && s == 3 { k = $2 " " $3; dnn[k] = $7 }
+             END { printf "%-15s %-4s %-22s %9s %8s %7s %9s %6s\n", "shape", "prod", "M N K", "ours ms", "GFLOP/s", "%peak", "oneDNN ms", "ratio";
+                   for (i = 0; i < n; i++) { k = order[i]; split(k, kk, " ");
+                     r = (ours[k] > 0 && dnn[k] > 0) ? dnn[k] / ours[k] : 0; if (r > 0) { lr += log(r); m++ }
+                     printf "%-15s %-4s %-22s %9.3f %8.1f %6s %9.3f %6.2f\n", kk[1], kk[2], dims[k], ours[k], g[k], pk[k], dnn[k], r }
+                   if (m > 0) printf "geometric mean of oneDNN ms / ours: %.3f over %d products\n", exp(lr / m), m }' "$out/gemm_raw.txt"
+        echo
+        grep -E '^(threads|geometric|==)' "$out/gemm_raw.txt"
+    } >"$out/gemm.txt" 2>&1
+    cat "$out/gemm.txt"
+fi
+
+# ms per step of train_gpt2: the median of the timed steps (the first step is a warm-up)
+ours() {  # ours LABEL T STEPS [ENV...] -- FLAGS...
+    local label=$1 T=$2 steps=$3; shift 3
+    local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    local log
+    log=$(env "${envs[@]}" $pin ${BIN:-./train_gpt2} -e d12 -b 4 -t "$T" -x $((steps + 1)) -v 0 -s 0 --shuffle 0 "$@" 2>&1) ||
+        { echo "FAIL train_gpt2 $label T=$T: $(printf '%s' "$log" | tail -n 2 | tr '\n' ' ')"; return; }
+    local ms
+    ms=$(printf '%s\n' "$log" | sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' | awk '$1 >= 2 { print $2 }' | sort -n |
+         awk '{ a[n++] = $1 } END { print (n % 2) ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }')
+    echo "train_gpt2 $label T=$T: median_ms=$ms ($(printf '%s\n' "$log" | grep '^precision:'))"
+}
+theirs() {  # theirs T STEPS PRECISION [--compile]
+    local r
+    r=$($pin $PY dev/cpu/torch_step.py -B 4 -T "$1" --steps "$2" --threads 2 --precision "$3" ${4:-} 2>&1) ||
+        { echo "FAIL torch_step T=$1 $3 ${4:-}: $(printf '%s' "$r" | tail -n 2 | tr '\n' ' ')"; return; }
+    printf '%s\n' "$r" | grep -E '^torch_step(:| warm-up| config)'
+}
+if [ "$what" = all ] || [ "$what" = train ]; then
+    {
+        base=${BASELINE:-baseline}
+        if [ -f "$base/train_gpt2.c" ] && make -s -C "$base" train_gpt2 >/dev/null 2>&1; then
+            for round in 1 2; do
+                BIN=$base/train_gpt2 ours "fp32 (baseline, round $round)" 64 $STEPS64 -- --precision fp32
+                ours "fp32 (round $round)" 64 $STEPS64 -- --precision fp32
+                BIN=$base/train_gpt2 ours "bf16 (baseline, round $round)" 64 $STEPS64 -- --precision bf16
+                ours "bf16 avx512bf16 (round $round)" 64 $STEPS64 LLMC_BF16_PATH=avx512bf16 -- --precision bf16
+            done
+        fi
+        for T in 64 1024; do
+            steps=$STEPS64; [ "$T" = 1024 ] && steps=$STEPS1024
+            ours fp32 $T $steps -- --precision fp32
+            ours "bf16 amx" $T $steps LLMC_BF16_PATH=amx -- --precision bf16
+            ours "bf16 avx512bf16" $T $steps LLMC_BF16_PATH=avx512bf16 -- --precision bf16
+            [ "$T" = 64 ] && ours "bf16 emulated" $T $steps LLMC_BF16_PATH=emulated -- --precision bf16
+            if [ "$T" = 64 ] || [ "$TORCH1024" = 1 ]; then
+                theirs $T $steps bf16
+                theirs $T $steps fp32
+                [ "$T" = 64 ] && theirs $T $steps bf16 --compile
+                [ "$T" = 64 ] && theirs $T $steps fp32 --compile
+            fi
+        done
+    } 2>&1 | tee "$out/train.txt"
+fi
+exit $status

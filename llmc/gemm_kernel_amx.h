@@ -1,0 +1,266 @@
+/*
+The bf16 GEMM micro-kernel on Intel AMX tiles (Xeon 4th generation and later): TDPBF16PS.
+
+AMX has eight tile registers of up to 16 rows x 64 bytes. TDPBF16PS tmm_c, tmm_a, tmm_b adds
+to the fp32 16 x 16 tile C the product of A (16 rows x 16 pair words: row m holds the bf16 of
+k = 0..31 of row m, k even in the low half) and B (16 rows of pair words: row p holds, for 16
+columns n, the pair (B(2p, n), B(2p+1, n))). gemm.h's packed B panels of the vdpbf16ps kernel
+already hold exactly that: a panel row p is the 32 columns' pair words of pair p, so a B tile
+is 16 panel rows, 128 bytes apart, and its left or right 64 bytes. A wants each row contiguous
+in k, so its panels here are [chunk of 16 pairs][row][16 pair words] (a tile is 1 KiB,
+contiguous). K is padded with zero pairs to a multiple of 16 pairs in both.
+
+The tile: 32 x 32 of C in the four accumulator tiles 0..3 (rows 0-15 / 16-31 x columns
+0-15 / 16-31), A in tiles 4 and 5, B in 6 and 7: per 16 pairs, four loads and four TDPBF16PS.
+After the k loop the sums go to a scratch tile in memory and the shared fp32 epilogue
+(gemm_kernel.h's gemm_tile_finish) adds the addend and the bias and applies GELU, in the fp32
+micro-kernel's order. What TDPBF16PS computes, measured by dev/cpu/amx_check.c on the lent
+Xeon (dev/cpu/results/2026-11-26-xeon-amx): a pair's two products summed and rounded to fp32
+before the accumulator is added, denormal inputs, products and results flushed to zero, and
+over a tile row an order no simple formula tried reproduces. So its sums are not the emulated
+(= vdpbf16ps) path's bits: it is checked against float64 (gemm_check, test_gpt2's bf16 tolerances).
+
+Linux gives a process the AMX state only on request: arch_prctl(ARCH_REQ_XCOMP_PERM,
+XFEATURE_XTILEDATA) once (gemm_amx_available, from serial code), and each thread loads the
+tile configuration before its first tile (gemm_amx_thread_init). Compiled by target attribute
+in every x86-64 build; chosen at run time (precision.h).
+
+-DGEMM_AMX_EMULATE builds the same packing and loops on a plain C model of the tile
+instructions (each pair's products added in the SDM's order, k then k+1, each add rounded):
+scripts/test_gemm.sh checks the packing and the loops this way on CPUs without AMX.
+*/
+#pragma once
+
+#include <stdint.h>
+#include <string.h>
+
+#include "gemm_kernel.h"
+#include "gemm_kernel_bf16.h"
+
+#define GEMM_AMX_MR 32
+#define GEMM_AMX_NR 32
+#define GEMM_AMX_KP 16  // pairs per tile row: a k block's pairs are padded to a multiple of it
+#ifndef GEMM_AMX_KCP
+#define GEMM_AMX_KCP 384  // pairs per k block: K = 768 (GPT-2 124M's C) in one block
+#endif
+#ifndef GEMM_AMX_MC
+#define GEMM_AMX_MC 256
+#endif
+#ifndef GEMM_AMX_NC
+#define GEMM_AMX_NC 1024
+#endif
+
+#if GEMM_HAVE_BF16_KERNEL
+#define GEMM_HAVE_AMX_KERNEL 1
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define GEMM_AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))
+
+#ifdef GEMM_AMX_EMULATE
+// The tile registers of this thread, and the instructions on them, in C.
+static __thread uint8_t gemm_amx_tmm[8][16][64] __attribute__((aligned(64)));
+static inline float gemm_amx_bf16_to_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+static void gemm_amx_emu_load(int t, const void *base, ptrdiff_t stride) {
+    for (int r = 0; r < 16; r++) { memcpy(gemm_amx_tmm[t][r], (const char *)base + r * stride, 64); }
+}
+static void gemm_amx_emu_store(int t, void *base, ptrdiff_t stride) {
+    for (int r = 0; r < 16; r++) { memcpy((char *)base + r * stride, gemm_amx_tmm[t][r], 64); }
+}
+static void gemm_amx_emu_dp(int tc, int ta, int tb) {
+    for (int m = 0; m < 16; m++) {
+        for (int n = 0; n < 16; n++) {
+            float acc;
+            memcpy(&acc, &gemm_amx_tmm[tc][m][4 * n], 4);
+            for (int p = 0; p < 16; p++) {
+                uint16_t a[2], b[2];
+                memcpy(a, &gemm_amx_tmm[ta][m][4 * p], 4);
+                memcpy(b, &gemm_amx_tmm[tb][p][4 * n], 4);
+                volatile float t = acc + gemm_amx_bf16_to_f32(a[0]) * gemm_amx_bf16_to_f32(b[0]);
+                acc = t + gemm_amx_bf16_to_f32(a[1]) * gemm_amx_bf16_to_f32(b[1]);
+            }
+            memcpy(&gemm_amx_tmm[tc][m][4 * n], &acc, 4);
+        }
+    }
+}
+#define GEMM_AMX_ZERO(t) memset(gemm_amx_tmm[t], 0, sizeof(gemm_amx_tmm[t]))
+#define GEMM_AMX_LOAD(t, base, stride) gemm_amx_emu_load(t, base, stride)
+#define GEMM_AMX_STORE(t, base, stride) gemm_amx_emu_store(t, base, stride)
+#define GEMM_AMX_DP(c, a, b) gemm_amx_emu_dp(c, a, b)
+#else
+#define GEMM_AMX_ZERO(t) _tile_zero(t)
+#define GEMM_AMX_LOAD(t, base, stride) _tile_loadd(t, base, stride)
+#define GEMM_AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
+#define GEMM_AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#endif
+
+// 1 if this CPU has AMX-TILE and AMX-BF16 (and AVX512_BF16, which the packing uses), the OS
+// enables the tile state, and Linux granted this process its use. Call from serial code; the
+// permission is asked for once. With GEMM_AMX_EMULATE: the CPU needs AVX512_BF16 only.
+static int gemm_amx_available(void) {
+    static int available = -1;
+    if (available >= 0) { return available; }
+    available = 0;
+    if (!gemm_bf16_native_available()) { return 0; }
+#ifdef GEMM_AMX_EMULATE
+    available = 1;
+#else
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) { return 0; }
+    const int amx_bf16 = (edx >> 22) & 1, amx_tile = (edx >> 24) & 1;
+    if (!amx_bf16 || !amx_tile) { return 0; }
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !((ecx >> 27) & 1)) { return 0; }  // OSXSAVE
+    uint32_t xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & (3u << 17)) != (3u << 17)) { return 0; }  // XTILECFG and XTILEDATA enabled by the OS
+    // Linux (5.16+): ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18)
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) { return 0; }
+    available = 1;
+#endif
+    return available;
+}
+
+// The tile configuration: palette 1, tiles 0..7 all 16 rows x 64 bytes.
+typedef struct {
+    uint8_t palette_id, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} gemm_amx_config;
+
+// Loads the tile configuration on this thread, once.
+GEMM_AMX_TARGET
+static void gemm_amx_thread_init(void) {
+#ifndef GEMM_AMX_EMULATE
+    static __thread int configured = 0;
+    if (configured) { return; }
+    gemm_amx_config cfg __attribute__((aligned(64)));
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.palette_id = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    _tile_loadconfig(&cfg);
+    configured = 1;
+#endif
+}
+
+// Pairs per panel row of a k block of kc k's: (kc + 1) / 2 rounded up to a tile row.
+static inline int gemm_amx_kw(int kc) { return ((kc + 1) / 2 + GEMM_AMX_KP - 1) / GEMM_AMX_KP * GEMM_AMX_KP; }
+
+// A (mc x kc k's, A(i, k) = a[i*rs + k*cs]) into 32-row panels of kw = gemm_amx_kw(kc) pairs:
+// panel[chunk q][row r][pair j] = the pair (k = 2(16q + j), k + 1) of row r, rounded to bf16
+// (nearest-even), zero past mc and kc. Rows along k (cs = 1, the forward products and the
+// product to the input): 16 pairs of a row at a time by vcvtne2ps2bf16; any other layout is
+// packed into the vdpbf16ps layout ([pair][row], gemm_pack_block_bf16_fast) on the stack and
+// transposed 16 x 16 words at a time.
+GEMM_AMX_TARGET
+static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    const int kw = gemm_amx_kw(kc), kfull = kc / 2, kcp = (kc + 1) / 2;
+    uint32_t *w = (uint32_t *)buf;
+    for (int r0 = 0; r0 < mc; r0 += GEMM_AMX_MR) {
+        const int rn = mc - r0 < GEMM_AMX_MR ? mc - r0 : GEMM_AMX_MR;
+        uint32_t *panel = w + (size_t)r0 * kw;
+        if (cs == 1) {
+            for (int r = 0; r < GEMM_AMX_MR; r++) {
+                const float *row = a + (ptrdiff_t)(r0 + r) * rs;
+                int p = 0;
+                if (r < rn) {
+                    for (; p + 16 <= kfull; p += 16) {
+                        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p + 16), _mm512_loadu_ps(row + 2 * p));
+                        _mm512_store_si512((void *)(panel + (size_t)(p / 16) * GEMM_AMX_MR * 16 + r * 16), (__m512i)v);
+                    }
+                }
+                for (; p < kw; p++) {
+                    const float lo = r < rn && p < kcp ? row[2 * p] : 0.0f, hi = r < rn && p < kfull ? row[2 * p + 1] : 0.0f;
+                    panel[(size_t)(p / 16) * GEMM_AMX_MR * 16 + r * 16 + p % 16] = gemm_bf16_pair(lo, hi);
+                }
+            }
+            continue;
+        }
+        // [pair][row] on the stack, then each 16 x 16 block of words transposed into place
+        uint32_t stage[GEMM_AMX_KCP * GEMM_AMX_MR] __attribute__((aligned(64)));
+        const int fast = rn == GEMM_AMX_MR && gemm_pack_block_bf16_fast(GEMM_AMX_MR, GEMM_AMX_MR, kfull, kw, a + r0 * rs, rs, cs, stage)
+                             ? kfull : 0;
+        for (int p = fast; p < kw; p++) {
+            for (int r = 0; r < GEMM_AMX_MR; r++) {
+                const float *e = a + (ptrdiff_t)(r0 + r) * rs + (ptrdiff_t)(2 * p) * cs;
+                const float lo = r < rn && p < kcp ? e[0] : 0.0f, hi = r < rn && p < kfull ? e[cs] : 0.0f;
+                stage[(size_t)p * GEMM_AMX_MR + r] = gemm_bf16_pair(lo, hi);
+            }
+        }
+        for (int q = 0; q < kw / 16; q++) {
+            for (int g = 0; g < GEMM_AMX_MR; g += 16) {
+                __m512i v[16];
+                #pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) { v[j] = _mm512_load_si512((const void *)(stage + (size_t)(16 * q + j) * GEMM_AMX_MR + g)); }
+                gemm_transpose16_epi32(v);  // v[r]: the 16 pairs of row g + r
+                #pragma GCC unroll 16
+                for (int r = 0; r < 16; r++) { _mm512_store_si512((void *)(panel + (size_t)q * GEMM_AMX_MR * 16 + (g + r) * 16), v[r]); }
+            }
+        }
+    }
+}
+
+// B (kc k's x nc, B(k, j) = b[k*rs + j*cs]) into 32-column panels of kw = gemm_amx_kw(kc) pairs,
+// panel[pair p][column j] = (B(2p, j), B(2p+1, j)): the vdpbf16ps kernel's layout, zero past kc.
+GEMM_AMX_TARGET
+static void gemm_pack_b_amx(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    const int kw = gemm_amx_kw(kc), kfull = kc / 2, kcp = (kc + 1) / 2;
+    const int full = nc / GEMM_AMX_NR * GEMM_AMX_NR;
+    uint32_t *w = (uint32_t *)buf;
+    int fast = 0;
+    if (full > 0 && gemm_pack_block_bf16_fast(GEMM_AMX_NR, full, kfull, kw, b, cs, rs, w)) { fast = kfull; }
+    for (int j0 = 0; j0 < nc; j0 += GEMM_AMX_NR) {
+        const int jn = nc - j0 < GEMM_AMX_NR ? nc - j0 : GEMM_AMX_NR;
+        uint32_t *panel = w + (size_t)j0 * kw;
+        for (int p = jn == GEMM_AMX_NR ? fast : 0; p < kw; p++) {
+            for (int j = 0; j < GEMM_AMX_NR; j++) {
+                const float *e = b + (ptrdiff_t)(j0 + j) * cs + (ptrdiff_t)(2 * p) * rs;
+                const float lo = j < jn && p < kcp ? e[0] : 0.0f, hi = j < jn && p < kfull ? e[rs] : 0.0f;
+                panel[(size_t)p * GEMM_AMX_NR + j] = gemm_bf16_pair(lo, hi);
+            }
+        }
+    }
+}
+
+// The 32 x 32 tile (its mr x nr corner written) over kw pairs (a multiple of 16), then the
+// shared epilogue.
+GEMM_AMX_TARGET
+static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *c, ptrdiff_t ldc,
+                          const gemm_tile_epilogue *ep, gemm_prefetch *pf) {
+    (void)pf;
+    const char *a = (const char *)apanel, *b = (const char *)bpanel;
+    GEMM_AMX_ZERO(0);
+    GEMM_AMX_ZERO(1);
+    GEMM_AMX_ZERO(2);
+    GEMM_AMX_ZERO(3);
+    for (int q = 0; q < kw; q += GEMM_AMX_KP) {  // 16 pairs: 2 KiB of A, 4 KiB of B
+        const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
+        GEMM_AMX_LOAD(4, aq, 64);
+        GEMM_AMX_LOAD(6, bq, GEMM_AMX_NR * 4);
+        GEMM_AMX_LOAD(7, bq + 64, GEMM_AMX_NR * 4);
+        GEMM_AMX_DP(0, 4, 6);
+        GEMM_AMX_DP(1, 4, 7);
+        GEMM_AMX_LOAD(5, aq + 16 * 64, 64);
+        GEMM_AMX_DP(2, 5, 6);
+        GEMM_AMX_DP(3, 5, 7);
+    }
+    float tile[GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
+    GEMM_AMX_STORE(0, tile, GEMM_AMX_NR * 4);
+    GEMM_AMX_STORE(1, tile + 16, GEMM_AMX_NR * 4);
+    GEMM_AMX_STORE(2, tile + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
+    GEMM_AMX_STORE(3, tile + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
+    gemm_tile_finish(tile, GEMM_AMX_NR, mr, nr, c, ldc, ep);
+}
+#else
+#define GEMM_HAVE_AMX_KERNEL 0
+static int gemm_amx_available(void) { return 0; }
+#endif

@@ -1,0 +1,103 @@
+/*
+The run's arithmetic, chosen once at start-up and only read after: the precision of the
+products (matmuls and attention: --precision fp32|bf16) and, in bf16, which units compute them.
+
+precision_set(p) is called from serial code before the first product (matmul_set_precision);
+nothing is decided lazily later, so no kernel decides it from inside a parallel region.
+
+bf16 paths, each CPU's fastest where present, in this order:
+    amx         Intel AMX TDPBF16PS tiles (Xeon 4th generation and later) for the GEMM; the
+                GEMV and attention run vdpbf16ps (every AMX CPU has AVX512_BF16)
+    avx512bf16  vdpbf16ps (AVX512_BF16: AMD Zen 4/5, Intel Cooper Lake and AMX CPUs)
+    emulated    fp32 FMAs over bf16-rounded operands: the same bits as vdpbf16ps (gemm_kernel_bf16.h)
+The environment variable LLMC_BF16_PATH=amx|avx512bf16|emulated forces one (an error if this
+CPU lacks it); LLMC_BF16_EMULATE=1 is LLMC_BF16_PATH=emulated.
+*/
+#pragma once
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_kernel_amx.h"   // gemm_amx_available
+#include "gemm_kernel_bf16.h"  // gemm_bf16_native_available
+#include "utils.h"             // die
+
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
+typedef enum { BF16_PATH_EMULATED = 0, BF16_PATH_AVX512BF16 = 1, BF16_PATH_AMX = 2 } Bf16Path;
+
+static Precision precision_of_run = PRECISION_FP32;
+static Bf16Path precision_bf16_path_of_run = BF16_PATH_EMULATED;
+static int precision_bf16_forced = 0;  // 1: the path came from the environment
+static int precision_dot_native_of_run = 0;  // see precision_bf16_dot_native
+
+static const char *bf16_path_name(Bf16Path p) {
+    return p == BF16_PATH_AMX ? "amx" : p == BF16_PATH_AVX512BF16 ? "avx512bf16" : "emulated";
+}
+
+// 1 if this CPU (and OS) can run path p.
+static int bf16_path_available(Bf16Path p) {
+    switch (p) {
+    case BF16_PATH_AMX: return GEMM_HAVE_AMX_KERNEL && gemm_amx_available();
+    case BF16_PATH_AVX512BF16: return GEMM_HAVE_BF16_KERNEL && gemm_bf16_native_available();
+    default: return 1;
+    }
+}
+
+// The fastest path this CPU has (the order above).
+static Bf16Path bf16_path_best(void) {
+    if (bf16_path_available(BF16_PATH_AMX)) { return BF16_PATH_AMX; }
+    if (bf16_path_available(BF16_PATH_AVX512BF16)) { return BF16_PATH_AVX512BF16; }
+    return BF16_PATH_EMULATED;
+}
+
+// The path the environment asks for: 1 and *p set, or 0 where it asks for none.
+static int bf16_path_requested(Bf16Path *p) {
+    const char *e = getenv("LLMC_BF16_PATH");
+    if (e != NULL && *e != '\0') {
+        for (int i = BF16_PATH_EMULATED; i <= BF16_PATH_AMX; i++) {
+            if (strcmp(e, bf16_path_name((Bf16Path)i)) == 0) {
+                *p = (Bf16Path)i;
+                return 1;
+            }
+        }
+        die("LLMC_BF16_PATH=%s: unknown bf16 path (amx, avx512bf16 or emulated)", e);
+    }
+    e = getenv("LLMC_BF16_EMULATE");
+    if (e != NULL && strcmp(e, "1") == 0) {
+        *p = BF16_PATH_EMULATED;
+        return 1;
+    }
+    return 0;
+}
+
+// The precision of every product from now on, and in bf16 the path (forced by the environment,
+// else the fastest this CPU has). Call from serial code.
+static void precision_set(Precision p) {
+    precision_of_run = p;
+    if (p != PRECISION_BF16) { return; }
+    Bf16Path path;
+    precision_bf16_forced = bf16_path_requested(&path);
+    if (!precision_bf16_forced) {
+        path = bf16_path_best();
+    } else if (!bf16_path_available(path)) {
+        die("LLMC_BF16_PATH=%s: this CPU (or OS) does not support it", bf16_path_name(path));
+    }
+    precision_bf16_path_of_run = path;
+    precision_dot_native_of_run = path != BF16_PATH_EMULATED && bf16_path_available(BF16_PATH_AVX512BF16);
+}
+
+// For tests: run path p from now on; 0 (and nothing changed) where this CPU lacks it.
+static int precision_force_bf16_path(Bf16Path p) {
+    if (!bf16_path_available(p)) { return 0; }
+    precision_bf16_path_of_run = p;
+    precision_dot_native_of_run = p != BF16_PATH_EMULATED && bf16_path_available(BF16_PATH_AVX512BF16);
+    return 1;
+}
+
+static Precision precision_get(void) { return precision_of_run; }
+static int precision_is_bf16(void) { return precision_of_run == PRECISION_BF16; }
+static Bf16Path precision_bf16_path(void) { return precision_bf16_path_of_run; }
+
+// The GEMV's and attention's bf16 dot products: vdpbf16ps (1) or fp32 FMAs on the pairs (0).
+// They have no AMX kernel: on the AMX path they run vdpbf16ps.
+static int precision_bf16_dot_native(void) { return precision_dot_native_of_run; }
