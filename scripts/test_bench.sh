@@ -11,7 +11,11 @@
 # against PyTorch's fastest row of the precision; a progress line per run, with the time left. Bad
 # settings give one-line errors. (Timings are not checked.)
 # The same for make bench-generate's script (scripts/bench_generate.sh), on d6.
+#
+# TEST_QUICK=1 (make test): run B and the bad settings' errors only (no calibration, no torch.compile
+# row, no TORCH_BF16=0 run, no bench_generate.sh run); make test-all: everything.
 source "$(dirname "$0")/testlib.sh"
+quick=${TEST_QUICK:-0}
 make -s train_gpt2 > /dev/null && make -s -C dev/cpu fma_peak > /dev/null || { fail "bench build" "make failed"; exit 0; }
 
 log=$(mktemp)
@@ -107,6 +111,7 @@ check_progress() {
 }
 
 # A: calibration, PyTorch fp32 eager and compiled
+if [ "$quick" != 1 ]; then
 run=A
 if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=1 CAL_SHAPE=1x16 CAL_STEPS=1 THREADS=2 TORCH_BF16=0 \
    TORCH_MODES="eager compile" bash scripts/bench.sh > "$log" 2>&1; then
@@ -153,6 +158,7 @@ check_ratio "fp32/fp32" "train_gpt2 fp32" "PyTorch eager fp32|PyTorch compile fp
 expect_ok "bench.sh A: ratio bf16/bf16 n/a" grep -q '^RESULT d6 B=1 T=16 ratio bf16/bf16: n/a (\(train_gpt2 bf16\|PyTorch bf16 autocast\) not run)$' "$log"
 check_ratio "best/best" "train_gpt2 fp32|train_gpt2 bf16" "PyTorch eager fp32|PyTorch compile fp32"
 check_progress
+fi
 
 # B: no calibration, PyTorch eager fp32 and bf16 autocast
 run=B
@@ -202,6 +208,7 @@ expect_error "bench.sh CALIBRATE=yes: one-line error" 1 'CALIBRATE=yes' env CALI
 # every parameter but wpe's other 1023 rows: 119.9 MB in fp32; in bf16 the matmul weights and wte
 # are bf16, the rest fp32: 60.0 MB. The share of the bound is tok/s over the bound; the ratios are
 # ours over transformers' rates printed beside them; fp32's greedy text is transformers'.
+if [ "$quick" != 1 ]; then
 if make -s generate tokenize > /dev/null && make -s -C dev/cpu read_bandwidth > /dev/null &&
    DEPTH=d6 ROUNDS=1 NEW=4 THREADS=2 bash scripts/bench_generate.sh > "$genlog" 2>&1; then
     pass "bench_generate.sh runs (d6, 4 new tokens, 1 round)"
@@ -227,6 +234,7 @@ done
 expect_ok "bench_generate.sh: fp32 greedy text the same as transformers generate's" grep -q "^fp32: .*; greedy text: the same as transformers'$" "$genlog"
 expect_ok "bench_generate.sh: transformers generate ran offline with sdpa attention, fp32 and bf16" \
     bash -c "[ \$(grep -Ec '^(fp32|bf16): transformers: dtype=(fp32|bf16) attention=sdpa prompt=[0-9]+ new=4 threads=2 ' '$genlog') = 2 ]"
+fi
 expect_error "bench_generate.sh DEPTH=d7: one-line error" 1 'DEPTH=d7' env DEPTH=d7 bash scripts/bench_generate.sh
 expect_error "bench_generate.sh NEW=0: one-line error" 1 'NEW=0' env NEW=0 bash scripts/bench_generate.sh
 expect_error "bench_generate.sh NEW=1: one-line error" 1 'NEW=1' env NEW=1 bash scripts/bench_generate.sh

@@ -11,6 +11,11 @@ PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# TEST_QUICK=1 (make test): two HF layouts, test_gpt2 on the converted model, llm.c -> HF -> llm.c,
+# the bf16 rounding, a few refusals, two mutants (transpose, bf16 rounding) and one check by
+# transformers' GPT2LMHeadModel (the fp32 export's loss against eval's); make test-all: everything.
+quick=${TEST_QUICK:-0}
+
 nice -n 15 make -s test_gpt2 train_gpt2 eval generate >/dev/null || { fail "build" "make test_gpt2 train_gpt2 eval generate failed"; exit 0; }
 
 # A config with 2 heads of 64 (so a checkpoint without config.json can be read from its
@@ -20,12 +25,14 @@ CFG="--layers 2 --heads 2 --channels 128 --max-seq-len 48 --vocab 1001"
 $PY scripts/make_hf_gpt2.py $CFG "$tmp/st_plain:buffers" "$tmp/bin_prefix:bin,prefix,lm-head,buffers" \
     "$tmp/st_prefix_noconfig:prefix,lm-head,no-config" "$tmp/bin_plain:bin" "$tmp/st_bf16:BF16" "$tmp/bin_f16:bin,F16" \
     "$tmp/bin_int:bin" > /dev/null
-for d in st_plain bin_prefix st_prefix_noconfig bin_plain; do
+layouts="bin_prefix st_prefix_noconfig bin_plain" nlayouts=four  # besides st_plain
+[ "$quick" = 1 ] && layouts=bin_prefix nlayouts=two
+for d in st_plain $layouts; do
     expect_ok "hf_to_llmc: $d" $PY scripts/hf_to_llmc.py "$tmp/$d" "$tmp/$d.bin"
 done
 same=1
-for d in bin_prefix st_prefix_noconfig bin_plain; do cmp -s "$tmp/st_plain.bin" "$tmp/$d.bin" || same=0; done
-if [ $same -eq 1 ]; then pass "the four HF layouts convert to the same bytes"; else fail "the four HF layouts convert to the same bytes" "outputs differ"; fi
+for d in $layouts; do cmp -s "$tmp/st_plain.bin" "$tmp/$d.bin" || same=0; done
+if [ $same -eq 1 ]; then pass "the $nlayouts HF layouts convert to the same bytes"; else fail "the $nlayouts HF layouts convert to the same bytes" "outputs differ"; fi
 
 # test_gpt2 on the converted model against PyTorch run on the HF file (gpt2_reference.py
 # --hf maps the HF names and Conv1D transposes on its own, not through hf_gpt2.py)
@@ -46,6 +53,7 @@ else
     fail "reference from HF weights" "$(printf '%s' "$out" | tail -n 1)"
 fi
 
+if [ "$quick" != 1 ]; then
 # fp16 and bf16 checkpoints: exactly the fp32 values of the stored halves
 $PY scripts/hf_to_llmc.py "$tmp/st_bf16" "$tmp/st_bf16.bin" > /dev/null
 $PY scripts/hf_to_llmc.py "$tmp/bin_f16" "$tmp/bin_f16.bin" > /dev/null
@@ -64,6 +72,7 @@ for name, dt in (("st_bf16", torch.bfloat16), ("bin_f16", torch.float16)):
 EOF
 }
 if out=$(check_halves 2>&1); then pass "bf16 and fp16 checkpoints import as their exact values"; else fail "bf16/fp16 import" "$(printf '%s' "$out" | tail -n 1)"; fi
+fi
 
 # llm.c -> HF -> llm.c is bit-identical (header, CRC and all), for a checkpoint written by train_gpt2
 $PY scripts/gpt2_reference.py --layers 1 --heads 2 --channels 32 --max-seq-len 32 -B 1 -T 8 --steps 1 \
@@ -73,6 +82,7 @@ cp "$tmp/run/model_00000001.bin" "$tmp/trained.bin"
 expect_ok "llmc_to_hf fp32" $PY scripts/llmc_to_hf.py "$tmp/trained.bin" "$tmp/export"
 expect_ok "hf_to_llmc of the export" $PY scripts/hf_to_llmc.py "$tmp/export" "$tmp/roundtrip.bin"
 if cmp -s "$tmp/trained.bin" "$tmp/roundtrip.bin"; then pass "llm.c -> HF -> llm.c is bit-identical"; else fail "llm.c -> HF -> llm.c" "files differ"; fi
+if [ "$quick" != 1 ]; then
 $PY scripts/llmc_to_hf.py "$tmp/st_plain.bin" "$tmp/export2" > /dev/null && $PY scripts/hf_to_llmc.py "$tmp/export2" "$tmp/roundtrip2.bin" > /dev/null
 if cmp -s "$tmp/st_plain.bin" "$tmp/roundtrip2.bin"; then pass "llm.c -> HF -> llm.c bit-identical (vocab 1001)"; else fail "llm.c -> HF -> llm.c (vocab 1001)" "files differ"; fi
 
@@ -115,6 +125,7 @@ assert (c["model_type"], c["n_layer"], c["n_head"], c["n_embd"], c["n_positions"
 EOF
 }
 if out=$(check_export 2>&1); then pass "the export has GPT2LMHeadModel's names, shapes, Conv1D layout and config"; else fail "export layout" "$(printf '%s' "$out" | tail -n 1)"; fi
+fi
 
 # bf16 export: every value rounded to nearest, ties to even (as torch's .to(bfloat16)),
 # including ties both ways, the largest float (rounds to inf), subnormals and -0
@@ -176,12 +187,15 @@ refuse() {  # refuse NAME PATTERN DIR
     fi
 }
 refuse "missing directory" "^error: $tmp/none: not a directory" "$tmp/none"
+if [ "$quick" != 1 ]; then
 mkdir -p "$tmp/empty"
 refuse "no weights file" "empty: no model.safetensors, model.safetensors.index.json or pytorch_model.bin" "$tmp/empty"
+fi
 broken missing 'del t["h.1.mlp.c_fc.bias"]'
 refuse "missing key" "model.safetensors: missing h.1.mlp.c_fc.bias: not a GPT-2 checkpoint" "$tmp/missing"
 broken shape 't["h.0.attn.c_attn.weight"] = ("F32", np.zeros((128, 256), np.float32))'
 refuse "inconsistent shape" "h.0.attn.c_attn.weight has shape \[128, 256\], expected \[128, 384\]" "$tmp/shape"
+if [ "$quick" != 1 ]; then
 broken config_shape 'c["n_embd"] = 192; c["n_head"] = 3'
 refuse "config disagrees with the shapes" "wte.weight has shape \[1001, 128\], expected \[1001, 192\]" "$tmp/config_shape"
 broken intdtype 't["wpe.weight"] = ("I32", np.zeros((48, 128), np.int32))'
@@ -196,15 +210,18 @@ broken relu 'c["activation_function"] = "relu"'
 refuse "another activation" "config.json: activation_function 'relu'" "$tmp/relu"
 broken extra_layer 'c["n_layer"] = 3'
 refuse "config with more layers than the file" "missing h.2.ln_1.weight" "$tmp/extra_layer"
+fi
 mkdir -p "$tmp/truncated" && cp "$tmp/st_plain/config.json" "$tmp/truncated/"
 head -c 300000 "$tmp/st_plain/model.safetensors" > "$tmp/truncated/model.safetensors"
 refuse "truncated safetensors" "model.safetensors: tensor .* do not fit shape .*truncated file" "$tmp/truncated"
+if [ "$quick" != 1 ]; then
 mkdir -p "$tmp/garbage" && head -c 5000 /dev/urandom > "$tmp/garbage/model.safetensors"
 refuse "garbage safetensors" "model.safetensors: (bad safetensors header length|the safetensors header is not)" "$tmp/garbage"
 mkdir -p "$tmp/garbage_bin" && head -c 5000 /dev/urandom > "$tmp/garbage_bin/pytorch_model.bin"
 refuse "garbage pytorch_model.bin" "pytorch_model.bin: cannot load with torch.load" "$tmp/garbage_bin"
 $PY -c "import torch,sys; p=sys.argv[1]; sd=torch.load(p); sd['wte.weight']=sd['wte.weight'].long(); torch.save(sd,p)" "$tmp/bin_int/pytorch_model.bin"
 refuse "integer tensor in pytorch_model.bin" "tensor wte.weight has dtype int64, not a float" "$tmp/bin_int"
+fi
 
 mkdir -p "$tmp/outdir" && echo "precious" > "$tmp/outdir/config.json"
 llmc_refuse() {  # llmc_refuse NAME PATTERN MODEL
@@ -216,15 +233,19 @@ llmc_refuse() {  # llmc_refuse NAME PATTERN MODEL
 llmc_refuse "missing model" "^error: $tmp/none.bin: cannot open for reading" "$tmp/none.bin"
 cp "$tmp/st_plain.bin" "$tmp/magic.bin"; printf '\x00\x00\x00\x00' | dd of="$tmp/magic.bin" conv=notrunc 2> /dev/null
 llmc_refuse "wrong magic" "magic.bin: bad magic number 0" "$tmp/magic.bin"
+if [ "$quick" != 1 ]; then
 head -c 100000 "$tmp/st_plain.bin" > "$tmp/short.bin"
 llmc_refuse "truncated model" "short.bin: truncated model file" "$tmp/short.bin"
+fi
 cp "$tmp/st_plain.bin" "$tmp/flip.bin"; printf '\x01' | dd of="$tmp/flip.bin" bs=1 seek=4000 conv=notrunc 2> /dev/null
 llmc_refuse "corrupt model (CRC)" "flip.bin: CRC mismatch" "$tmp/flip.bin"
+if [ "$quick" != 1 ]; then
 err=$($PY scripts/llmc_to_hf.py "$tmp/st_plain.bin" "$tmp/x" --dtype fp16 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$err" | grep -q "^usage:" && printf '%s' "$err" | grep -q "invalid choice: 'fp16'"; then
     pass "llmc_to_hf: bad --dtype gives usage, exit 2"
 else
     fail "llmc_to_hf: bad --dtype" "exit $rc: $err"
+fi
 fi
 
 # ----------------------------------------------------------------------------
@@ -260,8 +281,10 @@ CONVERT_MUTANTS=(
     'hf_gpt2.py|s/((u + 0x7FFF + ((u >> 16) \& 1)) >> 16)/((u + 0x8000) >> 16)/|mutant_bf16|bf16 rounding half away from zero instead of to even'
     'hf_gpt2.py|s/wte\[:V\] = hf\["wte.weight"\]/wte[:V] = hf["wte.weight"]; wte[V:] = 1e-3/|mutant_roundtrip|vocabulary padding rows not zero'
 )
+quick_mutants="attention projection \(square\) not transposed|bf16 rounding half away from zero"
 for entry in "${CONVERT_MUTANTS[@]}"; do
     IFS='|' read -r file expr check what <<< "$entry"
+    [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
     dir="$tmp/mutant_scripts"
     rm -rf "$dir" && mkdir -p "$dir" && cp scripts/hf_gpt2.py scripts/hf_to_llmc.py scripts/llmc_to_hf.py "$dir/"
     sed -i "$expr" "$dir/$file"
@@ -330,7 +353,13 @@ HF_MUTANTS=(
     'hf_gpt2.py|s/(6, "attn.c_proj.weight", True)/(6, "attn.c_proj.weight", False)/|the attention projection (square) not transposed'
     'hf_gpt2.py|s/"layer_norm_epsilon": LN_EPS/"layer_norm_epsilon": 1e-3/|config.json with layer_norm_epsilon 1e-3 (1e-4 moves this loss by only 9e-6)'
 )
-if [ -n "${trained:-}" ]; then
+if [ -n "${trained:-}" ] && [ "$quick" = 1 ]; then
+    # quick: the fp32 export's loss only
+    expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/fp32"
+    $PY scripts/hf_check.py loss "$hf/fp32" "$VAL" $EVAL_BATCHES > "$hf/check.out" 2> "$hf/check.log" ||
+        fail "GPT2LMHeadModel on the fp32 export" "$(tail -n 1 "$hf/check.log")"
+    close "GPT2LMHeadModel.from_pretrained(fp32 export): eval's loss" "$(hf_line 1)" "$trained_loss" 1e-5
+elif [ -n "${trained:-}" ]; then
     expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/fp32"
     expect_ok "llmc_to_hf bf16 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/bf16" --dtype bf16
     $PY scripts/hf_to_llmc.py "$hf/bf16" "$hf/bf16_values.bin" > /dev/null  # the bf16 values, as fp32
