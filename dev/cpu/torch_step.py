@@ -10,46 +10,18 @@ prints its configuration, one line per step, and
     torch_step: B=4 T=64 precision=bf16 mode=eager threads=2 median_ms=994.1
 """
 import argparse
-import math
+import os
+import sys
 import statistics
 import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
-class Block(nn.Module):
-    def __init__(self, C, NH):
-        super().__init__()
-        self.NH = NH
-        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
-        self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
-        self.c_fc, self.c_proj2 = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.NH, C // self.NH).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        return x + self.c_proj2(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self, L=12, C=768, NH=12, Vp=50304, maxT=1024):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(Vp, C), nn.Embedding(maxT, C)
-        self.h = nn.ModuleList([Block(C, NH) for _ in range(L)])
-        self.ln_f = nn.LayerNorm(C)
-
-    def forward(self, idx, targets):
-        B, T = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(T))
-        for block in self.h:
-            x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()  # the LM head tied to wte
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+# The model is make bench's (scripts/bench_pytorch.py): one definition of the PyTorch peer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from bench_pytorch import GPT  # noqa: E402
 
 
 def main():
@@ -63,7 +35,7 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    model = GPT()
+    model = GPT(12, 768, 12)  # GPT-2 124M
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0, fused=True)
         fused = True
