@@ -16,7 +16,6 @@ import statistics
 import time
 
 import torch
-import torch.nn as nn
 
 
 # The model is make bench's (scripts/bench_pytorch.py): one definition of the PyTorch peer.
