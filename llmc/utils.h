@@ -15,6 +15,7 @@ callers read straight-line code.
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 // Set by a distributed run (llmc/collectives.h): errors name this process's rank, and
 // exiting ends every process of the job (MPI_Abort), so that no rank waits forever.
@@ -27,8 +28,18 @@ static void exit_job(int code) {
     exit(code);
 }
 
+// One message per process: when several threads fail at once (gemm called inside a parallel
+// region, say), the first one reports and exits; the others wait for that exit to end them.
+static int die_started;
+static _Thread_local int die_started_here;
+
 __attribute__((noreturn, format(printf, 1, 2)))
 static void die(const char *fmt, ...) {
+    if (__atomic_exchange_n(&die_started, 1, __ATOMIC_SEQ_CST)) {
+        if (die_started_here) { _exit(1); }  // an exit handler failed while dying: stop now
+        for (;;) { pause(); }
+    }
+    die_started_here = 1;
     va_list ap;
     va_start(ap, fmt);
     fflush(stdout);
