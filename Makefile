@@ -87,10 +87,10 @@ tokenize: tokenize.c $(HEADERS) ## the GPT-2 BPE encoder
 prepare_data: prepare_data.c $(HEADERS) ## text to llm.c token shards
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-# Tiny Shakespeare and the GPT-2 vocabulary in data/ (see scripts/setup_data.sh for
+# Tiny Shakespeare and the GPT-2 vocabulary in data/ (see scripts/setup/setup_data.sh for
 # TINYSHAKESPEARE_TXT and GPT2_VOCAB_DIR).
 data: prepare_data ## Tiny Shakespeare and the GPT-2 vocabulary in data/
-	bash scripts/setup_data.sh
+	bash scripts/setup/setup_data.sh
 
 # The training step (fp32, bf16) against a tuned PyTorch 2's (eager and torch.compile, fp32 and
 # bf16 autocast), both batch shapes, with a progress line per run (scripts/bench.sh).
@@ -122,9 +122,9 @@ profile: ## perf's view of a few GPT-2 124M steps, and the per-kernel times
 bench-tokenizer: tokenize ## the encoder's MB/s on Tiny Shakespeare, one thread and all
 	bash scripts/bench_tokenizer.sh
 
-# A fresh machine: packages, build, data (scripts/setup.sh).
+# A fresh machine: packages, build, data (scripts/setup/setup.sh).
 setup: ## a fresh machine: packages, the Python venv, the build, the data
-	bash scripts/setup.sh
+	bash scripts/setup/setup.sh
 
 # The main job: a short real training run of GPT-2 d6 on Tiny Shakespeare.
 train: train_gpt2 ## a short real training run of GPT-2 d6 on Tiny Shakespeare, and its loss plot

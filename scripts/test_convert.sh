@@ -322,7 +322,7 @@ close() {
 hf_line() { sed -n "${1}p" "$hf/check.out"; }
 
 if [ ! -f "$VAL" ]; then
-    fail "transformers' GPT2LMHeadModel checks" "no $VAL: run make setup (scripts/setup_data.sh)"
+    fail "transformers' GPT2LMHeadModel checks" "no $VAL: run make setup (scripts/setup/setup_data.sh)"
 elif ! $PY scripts/hf_check.py init "$hf/init" --layers 3 --heads 2 --channels 64 --max-seq-len 64 \
         + loss "$hf/init" "$VAL" $EVAL_BATCHES > "$hf/check.out" 2> "$hf/check.log"; then
     fail "transformers' GPT2LMHeadModel checks" "hf_check.py init: $(tail -n 1 "$hf/check.log")"

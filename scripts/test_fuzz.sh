@@ -11,7 +11,7 @@ quick_mutants="dataloader without the vocabulary check|model loader skipping its
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-if ! command -v clang >/dev/null; then fail "fuzzers build" "clang is not installed (scripts/setup.sh installs it)"; exit 0; fi
+if ! command -v clang >/dev/null; then fail "fuzzers build" "clang is not installed (scripts/setup/setup.sh installs it)"; exit 0; fi
 if make fuzzers > "$tmp/build.log" 2>&1; then
     if grep -qi 'warning' "$tmp/build.log"; then fail "fuzzers build warning-free" "$(grep -i -m 2 warning "$tmp/build.log" | tr '\n' ' ')"
     else pass "fuzzers build warning-free"; fi

@@ -53,7 +53,7 @@ CHECK=$tmp/llmc_data_check
 VOCAB=${GPT2_VOCAB_DIR:-data/gpt2}  # make setup's copy (its SHA-256 checked there)
 TS=${TINYSHAKESPEARE_TXT:-data/tinyshakespeare/input.txt}
 if [ ! -f "$TS" ] || [ ! -f "$VOCAB/encoder.json" ]; then
-    bash scripts/setup_data.sh >"$tmp/setup.log" 2>&1 || fail setup_data "$(tail -n 1 "$tmp/setup.log")"
+    bash scripts/setup/setup_data.sh >"$tmp/setup.log" 2>&1 || fail setup_data "$(tail -n 1 "$tmp/setup.log")"
 fi
 if [ ! -f "$VOCAB/encoder.json" ] || [ ! -f "$VOCAB/vocab.bpe" ] || [ ! -f "$TS" ]; then
     fail inputs "no vocabulary ($VOCAB) or Tiny Shakespeare ($TS): set GPT2_VOCAB_DIR and TINYSHAKESPEARE_TXT"

@@ -3,7 +3,7 @@
 # Every script runs Python as .venv/bin/python. Does nothing when .venv already holds
 # exactly this requirements.txt. PYTHON names the interpreter that makes the venv.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 stamp=.venv/requirements.installed
 if [ -x .venv/bin/python ] && cmp -s requirements.txt "$stamp"; then exit 0; fi

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 or 13 machine for this project, in one command (make setup):
-# the Debian packages, the project's Python (.venv, scripts/setup_venv.sh), the build, then
-# the Tiny Shakespeare tokens and the GPT-2 vocabulary in data/ (scripts/setup_data.sh:
+# the Debian packages, the project's Python (.venv, scripts/setup/setup_venv.sh), the build, then
+# the Tiny Shakespeare tokens and the GPT-2 vocabulary in data/ (scripts/setup/setup_data.sh:
 # TINYSHAKESPEARE_TXT and GPT2_VOCAB_DIR point at local copies; otherwise they are downloaded).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # build-essential, zlib: the programs. python3-venv: the project venv (.venv, from
 # requirements.txt: PyTorch, tiktoken, regex, transformers, safetensors). unicode-data: the
@@ -54,6 +54,6 @@ if [ -z "$tcmalloc" ]; then
     apt_install "$tcmalloc"
 fi
 
-bash scripts/setup_venv.sh
+bash scripts/setup/setup_venv.sh
 make -j"$(nproc)" all
-bash scripts/setup_data.sh
+bash scripts/setup/setup_data.sh
