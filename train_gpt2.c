@@ -113,7 +113,7 @@ static void print_usage(FILE *out) {
         "  --temperature F   sampling temperature, 0 = greedy   default 1.0\n"
         "  --top-k N   sample from the N most likely tokens, 0 = all   default 0\n"
         "  --eval-every N    HellaSwag accuracy every N steps and at the end, 0 = never   default 0\n"
-        "  --eval-file FILE  its eval file (scripts/prepare_hellaswag.py)\n"
+        "  --eval-file FILE  its eval file (scripts/convert/prepare_hellaswag.py)\n"
         "  -n N        checkpoint every N steps and at the end (needs -o), 0 = never   default 0\n"
         "  --keep K    keep the newest K checkpoints, 0 = all   default 0\n"
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"

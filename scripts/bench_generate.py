@@ -2,7 +2,7 @@
 """
 The peer of generate in scripts/bench_generate.sh: transformers' own
 GPT2LMHeadModel.generate, greedy, with its key/value cache, on the same model
-(an llm.c model file exported by scripts/llmc_to_hf.py to a local directory,
+(an llm.c model file exported by scripts/convert/llmc_to_hf.py to a local directory,
 loaded offline).
 
   .venv/bin/python scripts/bench_generate.py --write-model OUT.bin --depth d12 [--seed N]

@@ -9,7 +9,7 @@
 #   rows stay fp32: that row has its own bound, over its own bytes;
 # - against transformers' own GPT2LMHeadModel.generate (scripts/bench_generate.py):
 #   greedy, with its key/value cache, on the same model exported by
-#   scripts/llmc_to_hf.py to a local directory and loaded offline (HF_HUB_OFFLINE=1), in
+#   scripts/convert/llmc_to_hf.py to a local directory and loaded offline (HF_HUB_OFFLINE=1), in
 #   fp32 and in bf16 (the bf16 export, loaded as bf16: the way a bf16 transformers user
 #   runs it), same prompt, same number of new tokens, same thread count. Compared: the
 #   decoding rate after the first token, and the whole generation (prompt + N tokens).
@@ -48,8 +48,8 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $THREADS
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "transformers setting: $($PY -c 'import torch, transformers; print(f"transformers {transformers.__version__}, torch {torch.__version__}")'), $tcmalloc preloaded, $THREADS threads, OMP_WAIT_POLICY=PASSIVE"
 $PY scripts/bench_generate.py --write-model "$tmp/model.bin" --depth "$DEPTH"
-$PY scripts/llmc_to_hf.py "$tmp/model.bin" "$tmp/hf_fp32" > /dev/null
-$PY scripts/llmc_to_hf.py "$tmp/model.bin" "$tmp/hf_bf16" --dtype bf16 > /dev/null
+$PY scripts/convert/llmc_to_hf.py "$tmp/model.bin" "$tmp/hf_fp32" > /dev/null
+$PY scripts/convert/llmc_to_hf.py "$tmp/model.bin" "$tmp/hf_bf16" --dtype bf16 > /dev/null
 printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\nYou are all resolved rather to die than to famish?\n' > "$tmp/prompt.txt"
 ./tokenize --vocab data/gpt2 "$tmp/prompt.txt" > "$tmp/prompt.ids"
 # bytes a token reads: every parameter but wpe's other rows (header words 2..7: maxT V L NH C Vp)

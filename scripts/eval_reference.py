@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "convert"))  # hf_gpt2
 from gpt2_reference import GPT2  # noqa: E402
 from hf_gpt2 import read_llmc  # noqa: E402
 

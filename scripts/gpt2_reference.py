@@ -261,7 +261,7 @@ def init_weights(model, L, seed):
 
 def load_hf_weights(model, path):
     """The weights of a Hugging Face GPT-2 pytorch_model.bin ("transformer." prefix
-    optional), mapped here independently of scripts/hf_to_llmc.py: HF's Conv1D
+    optional), mapped here independently of scripts/convert/hf_to_llmc.py: HF's Conv1D
     weights are (in, out), nn.Linear's (out, in)."""
     sd = torch.load(path, map_location="cpu")
     sd = {k[len("transformer."):] if k.startswith("transformer.") else k: v.float() for k, v in sd.items()}

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "convert"))  # hf_gpt2
 from hf_gpt2 import hf_config_json, write_safetensors  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-# Weight conversion both ways (scripts/hf_to_llmc.py, scripts/llmc_to_hf.py): a random
+# Weight conversion both ways (scripts/convert/hf_to_llmc.py, scripts/convert/llmc_to_hf.py): a random
 # GPT-2 in Hugging Face's layout (safetensors and pytorch_model.bin, with and without
 # the "transformer." prefix, lm_head and the mask buffers) -> llm.c; test_gpt2 against
 # a PyTorch forward/backward of the HF weights; llm.c -> HF -> llm.c bit-identical; bf16
@@ -28,7 +28,7 @@ $PY scripts/make_hf_gpt2.py $CFG "$tmp/st_plain:buffers" "$tmp/bin_prefix:bin,pr
 layouts="bin_prefix st_prefix_noconfig bin_plain" nlayouts=four  # besides st_plain
 [ "$quick" = 1 ] && layouts=bin_prefix nlayouts=two
 for d in st_plain $layouts; do
-    expect_ok "hf_to_llmc: $d" $PY scripts/hf_to_llmc.py "$tmp/$d" "$tmp/$d.bin"
+    expect_ok "hf_to_llmc: $d" $PY scripts/convert/hf_to_llmc.py "$tmp/$d" "$tmp/$d.bin"
 done
 same=1
 for d in $layouts; do cmp -s "$tmp/st_plain.bin" "$tmp/$d.bin" || same=0; done
@@ -55,12 +55,12 @@ fi
 
 if [ "$quick" != 1 ]; then
 # fp16 and bf16 checkpoints: exactly the fp32 values of the stored halves
-$PY scripts/hf_to_llmc.py "$tmp/st_bf16" "$tmp/st_bf16.bin" > /dev/null
-$PY scripts/hf_to_llmc.py "$tmp/bin_f16" "$tmp/bin_f16.bin" > /dev/null
+$PY scripts/convert/hf_to_llmc.py "$tmp/st_bf16" "$tmp/st_bf16.bin" > /dev/null
+$PY scripts/convert/hf_to_llmc.py "$tmp/bin_f16" "$tmp/bin_f16.bin" > /dev/null
 check_halves() {
     $PY - "$tmp" <<'EOF'
 import sys, numpy as np, torch
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "scripts/convert")
 from hf_gpt2 import read_llmc
 d = sys.argv[1]
 _, ref = read_llmc(f"{d}/st_plain.bin")
@@ -79,11 +79,11 @@ $PY scripts/gpt2_reference.py --layers 1 --heads 2 --channels 32 --max-seq-len 3
     --out "$tmp/small" > /dev/null
 expect_ok "a train_gpt2 checkpoint" ./train_gpt2 -e "$tmp/small/model.bin" -b 2 -t 16 -x 1 -v 0 -s 0 -n 1 -o "$tmp/run"
 cp "$tmp/run/model_00000001.bin" "$tmp/trained.bin"
-expect_ok "llmc_to_hf fp32" $PY scripts/llmc_to_hf.py "$tmp/trained.bin" "$tmp/export"
-expect_ok "hf_to_llmc of the export" $PY scripts/hf_to_llmc.py "$tmp/export" "$tmp/roundtrip.bin"
+expect_ok "llmc_to_hf fp32" $PY scripts/convert/llmc_to_hf.py "$tmp/trained.bin" "$tmp/export"
+expect_ok "hf_to_llmc of the export" $PY scripts/convert/hf_to_llmc.py "$tmp/export" "$tmp/roundtrip.bin"
 if cmp -s "$tmp/trained.bin" "$tmp/roundtrip.bin"; then pass "llm.c -> HF -> llm.c is bit-identical"; else fail "llm.c -> HF -> llm.c" "files differ"; fi
 if [ "$quick" != 1 ]; then
-$PY scripts/llmc_to_hf.py "$tmp/st_plain.bin" "$tmp/export2" > /dev/null && $PY scripts/hf_to_llmc.py "$tmp/export2" "$tmp/roundtrip2.bin" > /dev/null
+$PY scripts/convert/llmc_to_hf.py "$tmp/st_plain.bin" "$tmp/export2" > /dev/null && $PY scripts/convert/hf_to_llmc.py "$tmp/export2" "$tmp/roundtrip2.bin" > /dev/null
 if cmp -s "$tmp/st_plain.bin" "$tmp/roundtrip2.bin"; then pass "llm.c -> HF -> llm.c bit-identical (vocab 1001)"; else fail "llm.c -> HF -> llm.c (vocab 1001)" "files differ"; fi
 
 # The export is Hugging Face's layout: names, shapes, Conv1D (in, out), metadata, config; read
@@ -132,7 +132,7 @@ fi
 check_bf16() {
     $PY - "$tmp" <<'EOF'
 import json, struct, subprocess, sys, numpy as np, torch
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "scripts/convert")
 from hf_gpt2 import read_llmc, write_llmc
 d = sys.argv[1]
 cfg, t = read_llmc(f"{d}/st_plain.bin")
@@ -141,7 +141,7 @@ special = np.array([0x3F808000, 0x3F818000, 0x3F80C000, 0x3F807FFF, 0x7F7FFFFF, 
                     0x807FFFFF, 0xBF808000, 0x3F7FFFFF], dtype=np.uint32).view(np.float32)
 t[0].reshape(-1)[:len(special)] = special
 write_llmc(f"{d}/special.bin", cfg, t)
-subprocess.run([sys.executable, "scripts/llmc_to_hf.py", f"{d}/special.bin", f"{d}/bf16", "--dtype", "bf16"],
+subprocess.run([sys.executable, "scripts/convert/llmc_to_hf.py", f"{d}/special.bin", f"{d}/bf16", "--dtype", "bf16"],
                check=True, capture_output=True)
 f = open(f"{d}/bf16/model.safetensors", "rb").read()
 n = struct.unpack("<Q", f[:8])[0]
@@ -169,7 +169,7 @@ broken() {
     mkdir -p "$tmp/$name"
     $PY - "$tmp/st_plain" "$tmp/$name" "$code" <<'EOF'
 import json, sys, numpy as np
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "scripts/convert")
 from hf_gpt2 import read_safetensors, write_safetensors
 src, dst, code = sys.argv[1:]
 t = dict(read_safetensors(f"{src}/model.safetensors"))
@@ -181,7 +181,7 @@ EOF
 }
 echo "precious" > "$tmp/out.bin"
 refuse() {  # refuse NAME PATTERN DIR
-    expect_error "hf_to_llmc refuses: $1" 1 "$2" $PY scripts/hf_to_llmc.py "$3" "$tmp/out.bin"
+    expect_error "hf_to_llmc refuses: $1" 1 "$2" $PY scripts/convert/hf_to_llmc.py "$3" "$tmp/out.bin"
     if [ "$(cat "$tmp/out.bin")" != "precious" ] || ls "$tmp"/out.bin.tmp* > /dev/null 2>&1; then
         fail "hf_to_llmc refuses: $1" "the existing output was changed or a temporary file left"
     fi
@@ -225,7 +225,7 @@ fi
 
 mkdir -p "$tmp/outdir" && echo "precious" > "$tmp/outdir/config.json"
 llmc_refuse() {  # llmc_refuse NAME PATTERN MODEL
-    expect_error "llmc_to_hf refuses: $1" 1 "$2" $PY scripts/llmc_to_hf.py "$3" "$tmp/outdir"
+    expect_error "llmc_to_hf refuses: $1" 1 "$2" $PY scripts/convert/llmc_to_hf.py "$3" "$tmp/outdir"
     if [ "$(cat "$tmp/outdir/config.json")" != "precious" ] || [ -e "$tmp/outdir/model.safetensors" ]; then
         fail "llmc_to_hf refuses: $1" "the output directory was changed"
     fi
@@ -240,7 +240,7 @@ fi
 cp "$tmp/st_plain.bin" "$tmp/flip.bin"; printf '\x01' | dd of="$tmp/flip.bin" bs=1 seek=4000 conv=notrunc 2> /dev/null
 llmc_refuse "corrupt model (CRC)" "flip.bin: CRC mismatch" "$tmp/flip.bin"
 if [ "$quick" != 1 ]; then
-err=$($PY scripts/llmc_to_hf.py "$tmp/st_plain.bin" "$tmp/x" --dtype fp16 2>&1); rc=$?
+err=$($PY scripts/convert/llmc_to_hf.py "$tmp/st_plain.bin" "$tmp/x" --dtype fp16 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$err" | grep -q "^usage:" && printf '%s' "$err" | grep -q "invalid choice: 'fp16'"; then
     pass "llmc_to_hf: bad --dtype gives usage, exit 2"
 else
@@ -259,7 +259,7 @@ mutant_bf16() {  # the bf16 export of the special values against torch's roundin
     $PY "$1/llmc_to_hf.py" "$tmp/special.bin" "$tmp/mutant_bf16" --dtype bf16 > /dev/null 2>&1 &&
         $PY - "$tmp" <<'PYEOF'
 import json, struct, sys, numpy as np, torch
-sys.path.insert(0, "scripts")
+sys.path.insert(0, "scripts/convert")
 from hf_gpt2 import read_llmc
 d = sys.argv[1]
 cfg, t = read_llmc(f"{d}/special.bin")
@@ -286,9 +286,9 @@ for entry in "${CONVERT_MUTANTS[@]}"; do
     IFS='|' read -r file expr check what <<< "$entry"
     [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
     dir="$tmp/mutant_scripts"
-    rm -rf "$dir" && mkdir -p "$dir" && cp scripts/hf_gpt2.py scripts/hf_to_llmc.py scripts/llmc_to_hf.py "$dir/"
+    rm -rf "$dir" && mkdir -p "$dir" && cp scripts/convert/hf_gpt2.py scripts/convert/hf_to_llmc.py scripts/convert/llmc_to_hf.py "$dir/"
     sed -i "$expr" "$dir/$file"
-    if cmp -s "scripts/$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; continue; fi
+    if cmp -s "scripts/convert/$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; continue; fi
     if $check "$dir"; then fail "mutant caught: $what" "$check still passes"; else pass "mutant caught: $what ($check fails)"; fi
 done
 
@@ -328,7 +328,7 @@ elif ! $PY scripts/hf_check.py init "$hf/init" --layers 3 --heads 2 --channels 6
     fail "transformers' GPT2LMHeadModel checks" "hf_check.py init: $(tail -n 1 "$hf/check.log")"
 else
     # (b) a model saved by transformers' save_pretrained (safetensors) converts to its loss ...
-    expect_ok "hf_to_llmc of a model transformers initialized and saved" $PY scripts/hf_to_llmc.py "$hf/init" "$hf/init.bin"
+    expect_ok "hf_to_llmc of a model transformers initialized and saved" $PY scripts/convert/hf_to_llmc.py "$hf/init" "$hf/init.bin"
     close "save_pretrained's fresh model: eval's loss = GPT2LMHeadModel's" "$(eval_loss "$hf/init.bin")" "$(hf_line 1)" 1e-5
     # ... and trains
     if OMP_NUM_THREADS=2 nice -n 15 ./train_gpt2 -e "$hf/init.bin" -b 4 -t 64 -x 50 -l 3e-3 -u 5 -v 0 -s 0 -n 50 \
@@ -355,21 +355,21 @@ HF_MUTANTS=(
 )
 if [ -n "${trained:-}" ] && [ "$quick" = 1 ]; then
     # quick: the fp32 export's loss only
-    expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/fp32"
+    expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/convert/llmc_to_hf.py "$trained" "$hf/fp32"
     $PY scripts/hf_check.py loss "$hf/fp32" "$VAL" $EVAL_BATCHES > "$hf/check.out" 2> "$hf/check.log" ||
         fail "GPT2LMHeadModel on the fp32 export" "$(tail -n 1 "$hf/check.log")"
     close "GPT2LMHeadModel.from_pretrained(fp32 export): eval's loss" "$(hf_line 1)" "$trained_loss" 1e-5
 elif [ -n "${trained:-}" ]; then
-    expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/fp32"
-    expect_ok "llmc_to_hf bf16 of the trained model" $PY scripts/llmc_to_hf.py "$trained" "$hf/bf16" --dtype bf16
-    $PY scripts/hf_to_llmc.py "$hf/bf16" "$hf/bf16_values.bin" > /dev/null  # the bf16 values, as fp32
+    expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/convert/llmc_to_hf.py "$trained" "$hf/fp32"
+    expect_ok "llmc_to_hf bf16 of the trained model" $PY scripts/convert/llmc_to_hf.py "$trained" "$hf/bf16" --dtype bf16
+    $PY scripts/convert/hf_to_llmc.py "$hf/bf16" "$hf/bf16_values.bin" > /dev/null  # the bf16 values, as fp32
     mutant_checks=()
     for i in "${!HF_MUTANTS[@]}"; do
         IFS='|' read -r file expr what <<< "${HF_MUTANTS[$i]}"
         dir=$hf/mutant_scripts$i
-        mkdir -p "$dir" && cp scripts/hf_gpt2.py scripts/hf_to_llmc.py scripts/llmc_to_hf.py "$dir/"
+        mkdir -p "$dir" && cp scripts/convert/hf_gpt2.py scripts/convert/hf_to_llmc.py scripts/convert/llmc_to_hf.py "$dir/"
         sed -i "$expr" "$dir/$file"
-        if cmp -s "scripts/$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; fi
+        if cmp -s "scripts/convert/$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; fi
         $PY "$dir/llmc_to_hf.py" "$trained" "$hf/mutant$i" > /dev/null
         mutant_checks+=(+ loss "$hf/mutant$i" "$VAL" $EVAL_BATCHES + greedy "$hf/mutant$i" data/gpt2 "$PROMPT" 48 "$hf/mutant$i.txt")
     done
@@ -409,7 +409,7 @@ elif [ -n "${trained:-}" ]; then
     # export: hf_to_llmc gives the trained checkpoint again, bit for bit, and its loss
     for f in st bin; do
         n=$([ $f = st ] && echo 5 || echo 6)
-        if $PY scripts/hf_to_llmc.py "$hf/resaved_$f" "$hf/resaved_$f.bin" > "$hf/convert.log" 2>&1; then
+        if $PY scripts/convert/hf_to_llmc.py "$hf/resaved_$f" "$hf/resaved_$f.bin" > "$hf/convert.log" 2>&1; then
             close "transformers-saved ($f) -> hf_to_llmc: eval's loss = GPT2LMHeadModel's" "$(eval_loss "$hf/resaved_$f.bin")" "$(hf_line $n)" 1e-5
             cmp -s "$hf/resaved_$f.bin" "$trained" && pass "transformers-saved ($f) -> hf_to_llmc: the trained checkpoint, bit for bit" \
                 || fail "transformers-saved ($f) -> hf_to_llmc" "differs from the trained checkpoint"
@@ -428,9 +428,9 @@ elif [ -n "${trained:-}" ]; then
         || pass "mutant caught by the greedy tokens: ${HF_MUTANTS[0]##*|}"
     # an import mutant: pytorch_model.bin's weights through bf16 on the way in
     dir=$hf/mutant_import
-    mkdir -p "$dir" && cp scripts/hf_gpt2.py scripts/hf_to_llmc.py "$dir/"
+    mkdir -p "$dir" && cp scripts/convert/hf_gpt2.py scripts/convert/hf_to_llmc.py "$dir/"
     sed -i 's/out\[name\] = ("F32", t.detach().to(torch.float32)/out[name] = ("F32", t.detach().to(torch.bfloat16).to(torch.float32)/' "$dir/hf_to_llmc.py"
-    if cmp -s scripts/hf_to_llmc.py "$dir/hf_to_llmc.py"; then fail "mutant: pytorch_model.bin read through bf16" "the sed expression no longer matches"
+    if cmp -s scripts/convert/hf_to_llmc.py "$dir/hf_to_llmc.py"; then fail "mutant: pytorch_model.bin read through bf16" "the sed expression no longer matches"
     elif $PY "$dir/hf_to_llmc.py" "$hf/resaved_bin" "$hf/mutant_import.bin" > /dev/null 2>&1 &&
             within "$(eval_loss "$hf/mutant_import.bin")" "$(hf_line 6)" 1e-5; then
         fail "mutant caught by the loss: pytorch_model.bin read through bf16" "eval's loss still within 1e-5"

@@ -1,5 +1,5 @@
 # ./eval and train_gpt2 --eval-every: HellaSwag items written here in the official
-# schema -> scripts/prepare_hellaswag.py -> ./eval --hellaswag, checked against a
+# schema -> scripts/convert/prepare_hellaswag.py -> ./eval --hellaswag, checked against a
 # PyTorch scoring (scripts/eval_reference.py, float64) of the same items with the same
 # model: every ending's summed and mean loss, the predictions, acc and acc_norm; the
 # loss over shards against PyTorch and against train_gpt2's; the training run's
@@ -26,7 +26,7 @@ cat > "$tmp/items.jsonl" <<'EOF'
 {"ind": 202, "activity_label": "Theatre", "ctx_a": "ROMEO: What light", "ctx_b": "", "ctx": "ROMEO: What light", "split": "val", "split_type": "indomain", "label": 2, "endings": ["bulb.", "is there.", "through yonder window breaks?", "year."], "source_id": "wikihow~4"}
 {"ind": 203, "activity_label": "Cooking", "ctx_a": "The chef slices the onions and", "ctx_b": "", "ctx": "The chef slices the onions and", "split": "val", "split_type": "indomain", "label": 1, "endings": ["the onions slice the chef.", "puts them in the pan.", "12345.", "sings to the moon in Latin for three hours."], "source_id": "wikihow~5"}
 EOF
-expect_ok "prepare_hellaswag" $PY scripts/prepare_hellaswag.py "$tmp/items.jsonl" "$tmp/items.bin"
+expect_ok "prepare_hellaswag" $PY scripts/convert/prepare_hellaswag.py "$tmp/items.jsonl" "$tmp/items.bin"
 
 # ./tokenize --records (many texts in one process, as prepare_hellaswag uses it) gives each
 # text the ids that ./tokenize gives it as a file of its own (tested in test_tokenizer.sh)
@@ -151,7 +151,7 @@ cp "$tmp/items.bin" "$tmp/token.bin"; patch_u16 "$tmp/token.bin" 1036 60000
 expect_error "eval: token outside the model's vocabulary" 1 "token.bin: token 60000 is outside the model's vocabulary" ./eval -e "$model" --hellaswag "$tmp/token.bin"
 long=$(printf 'word %.0s' $(seq 1 150))
 printf '{"ctx": "%s", "endings": ["a", "b", "c", "d"], "label": 0}\n' "$long" > "$tmp/long.jsonl"
-$PY scripts/prepare_hellaswag.py "$tmp/long.jsonl" "$tmp/long.bin" > /dev/null
+$PY scripts/convert/prepare_hellaswag.py "$tmp/long.jsonl" "$tmp/long.bin" > /dev/null
 expect_error "eval: an example longer than the model's maxT" 1 "long.bin: an example has 152 tokens of context \+ ending, more than T=128, the model's maximum" ./eval -e "$model" --hellaswag "$tmp/long.bin"
 expect_error "eval: -t beyond maxT" 1 "^error: -t 500: longer than the model's maximum sequence length 128" ./eval -e "$model" -j "$VAL" -t 500
 expect_error "eval: shards that do not exist" 1 "^error: -j $tmp/nothing\*.bin" ./eval -e "$model" -j "$tmp/nothing*.bin"
@@ -165,7 +165,7 @@ expect_error "train_gpt2: eval file needs a longer T" 1 "items.bin: an example h
 
 echo precious > "$tmp/out.bin"
 prep_refuse() {  # prep_refuse NAME PATTERN JSONL
-    expect_error "prepare_hellaswag refuses: $1" 1 "$2" $PY scripts/prepare_hellaswag.py "$3" "$tmp/out.bin"
+    expect_error "prepare_hellaswag refuses: $1" 1 "$2" $PY scripts/convert/prepare_hellaswag.py "$3" "$tmp/out.bin"
     [ "$(cat "$tmp/out.bin")" = precious ] || fail "prepare_hellaswag refuses: $1" "the existing output was changed"
 }
 prep_refuse "missing jsonl" "^error: $tmp/none.jsonl: cannot open" "$tmp/none.jsonl"
@@ -185,15 +185,15 @@ EVAL_MUTANTS=(
     "llmc/hellaswag.h|s/s += losses\[ex->ctx_len + i - 1\];/s += losses[ex->ctx_len + i];/|each ending token's loss taken one position late"
     "llmc/hellaswag.h|s#mean\[k\] = s / ex->end_len\[k\];#mean[k] = s / (ex->end_len[k] + 1);#|the mean over one token too many"
     "llmc/hellaswag.h|s/if (mean\[k\] < mean\[pn\]) { pn = k; }/if (sum[k] < sum[pn]) { pn = k; }/|acc_norm picked by the sum instead of the mean"
-    "scripts/prepare_hellaswag.py|s/texts += \[\" \" + e for e in endings\]/texts += [e for e in endings]/|endings tokenized without llm.c's leading space"
+    "scripts/convert/prepare_hellaswag.py|s/texts += \[\" \" + e for e in endings\]/texts += [e for e in endings]/|endings tokenized without llm.c's leading space"
 )
 for entry in "${EVAL_MUTANTS[@]}"; do
     IFS='|' read -r file expr what <<< "$entry"
     # TEST_QUICK=1 (make test): the first mutant only
     [ "${TEST_QUICK:-0}" = 1 ] && [ "$entry" != "${EVAL_MUTANTS[0]}" ] && continue
     dir=$tmp/mutant
-    rm -rf "$dir" && mkdir -p "$dir/scripts"
-    cp -r Makefile eval.c llmc "$dir/" && cp scripts/prepare_hellaswag.py scripts/hf_gpt2.py "$dir/scripts/"
+    rm -rf "$dir" && mkdir -p "$dir/scripts/convert"
+    cp -r Makefile eval.c llmc "$dir/" && cp scripts/convert/prepare_hellaswag.py scripts/convert/hf_gpt2.py "$dir/scripts/convert/"
     sed -i "$expr" "$dir/$file"
     if cmp -s "$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; continue; fi
     if [ "${file%.h}" != "$file" ]; then  # a scoring mutant: the same items, the reference's scores from above
@@ -201,7 +201,7 @@ for entry in "${EVAL_MUTANTS[@]}"; do
         "$dir/eval" -e "$model" --hellaswag "$tmp/items.bin" --verbose 1 > "$dir/ours.txt" 2>&1
         cp "$tmp/ref.txt" "$dir/ref.txt"
     else  # a data mutant: our eval on its file; the reference checks the file against its own rendering
-        $PY "$dir/scripts/prepare_hellaswag.py" "$tmp/items.jsonl" "$dir/items.bin" --tokenize ./tokenize \
+        $PY "$dir/scripts/convert/prepare_hellaswag.py" "$tmp/items.jsonl" "$dir/items.bin" --tokenize ./tokenize \
             --vocab data/gpt2 > /dev/null
         ./eval -e "$model" --hellaswag "$dir/items.bin" --verbose 1 > "$dir/ours.txt" 2>&1
         $PY scripts/eval_reference.py --model "$model" --jsonl "$tmp/items.jsonl" --evalfile "$dir/items.bin" \

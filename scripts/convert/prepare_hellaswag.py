@@ -2,7 +2,7 @@
 """
 HellaSwag's official jsonl -> an eval file for ./eval --hellaswag and train_gpt2 --eval-file.
 
-    /usr/bin/python3 scripts/prepare_hellaswag.py hellaswag_val.jsonl data/hellaswag/hellaswag_val.bin \
+    /usr/bin/python3 scripts/convert/prepare_hellaswag.py hellaswag_val.jsonl data/hellaswag/hellaswag_val.bin \
         [--vocab data/gpt2] [--tokenize ./tokenize]
 
 The jsonl is the one of github.com/rowanz/hellaswag (the user downloads it; nothing here
@@ -107,7 +107,7 @@ def build_stream(examples, tokens):
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("jsonl")
     ap.add_argument("out")

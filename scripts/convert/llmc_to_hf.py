@@ -2,7 +2,7 @@
 An llm.c model file -> a Hugging Face GPT-2 directory (model.safetensors + config.json),
 loadable by transformers' GPT2LMHeadModel.from_pretrained(OUT_DIR).
 
-    .venv/bin/python scripts/llmc_to_hf.py MODEL.bin OUT_DIR [--dtype fp32|bf16]
+    .venv/bin/python scripts/convert/llmc_to_hf.py MODEL.bin OUT_DIR [--dtype fp32|bf16]
 
 Keys are GPT2LMHeadModel's ("transformer.wte.weight", "transformer.h.0.attn.c_attn.weight",
 ...); lm_head.weight is left out, as save_pretrained does, since it is tied to wte.

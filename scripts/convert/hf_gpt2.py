@@ -1,6 +1,6 @@
 """
 GPT-2 weights between llm.c's model file and Hugging Face's layout, shared by
-scripts/hf_to_llmc.py and scripts/llmc_to_hf.py (and the tests' HF writer).
+scripts/convert/hf_to_llmc.py and scripts/convert/llmc_to_hf.py (and the tests' HF writer).
 
 safetensors is read and written here with json + numpy: an 8-byte little-endian
 header length N, N bytes of JSON ({name: {"dtype", "shape", "data_offsets": [begin,

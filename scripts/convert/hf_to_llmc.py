@@ -1,7 +1,7 @@
 """
 A Hugging Face GPT-2 checkpoint -> an llm.c model file (train_gpt2 -e, eval -e).
 
-    .venv/bin/python scripts/hf_to_llmc.py HF_DIR OUT.bin
+    .venv/bin/python scripts/convert/hf_to_llmc.py HF_DIR OUT.bin
 
 HF_DIR holds model.safetensors (or a sharded model.safetensors.index.json, or
 pytorch_model.bin, read with PyTorch) and, optionally, config.json. Any GPT-2
@@ -167,7 +167,7 @@ def convert(d, out):
 
 def main():
     if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
-        print("usage: scripts/hf_to_llmc.py HF_DIR OUT.bin", file=sys.stderr)
+        print("usage: scripts/convert/hf_to_llmc.py HF_DIR OUT.bin", file=sys.stderr)
         return 2
     try:
         cfg = convert(sys.argv[1], sys.argv[2])
