@@ -26,12 +26,12 @@ mkdir -p "$work"
 model=$work/odd/model.bin
 mkdir -p "$work/odd"
 if [ ! -f $model ] && ! cp data/ref/odd/model.bin $model 2> /dev/null; then
-    $PY scripts/gpt2_reference.py --layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 \
+    $PY scripts/reference/gpt2_reference.py --layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 \
         -B 3 -T 29 --steps 10 --seed 7 --out "$work/odd" > /dev/null || { echo "error: cannot make the tiny model" >&2; exit 1; }
 fi
 # its own shards: a test that rewrites data/synth meanwhile would (rightly) stop a run
 data=$work/synth
-[ -f $data/synth_val_000000.bin ] || $PY scripts/make_synthetic_data.py --out $data --vocab 517 --tokens 20000 > /dev/null
+[ -f $data/synth_val_000000.bin ] || $PY scripts/reference/make_synthetic_data.py --out $data --vocab 517 --tokens 20000 > /dev/null
 TRAIN=(./train_gpt2 -e "$model" -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32
        -x "$STEPS" -u 10 -q 0.1 -v 50 -m 4 -s 100 -g 8 -n 7 --keep 3)
 losses() { grep -E ' (trl|tel):' "$1" | sed 's/ lr:.*//' | sort -u | sort -t: -k2n; }

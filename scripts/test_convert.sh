@@ -3,7 +3,7 @@
 # the "transformer." prefix, lm_head and the mask buffers) -> llm.c; test_gpt2 against
 # a PyTorch forward/backward of the HF weights; llm.c -> HF -> llm.c bit-identical; bf16
 # export = round to nearest even; every refusal gives one line and leaves outputs alone;
-# transformers' own GPT2LMHeadModel (scripts/hf_check.py, offline) on the exports (fp32, bf16)
+# transformers' own GPT2LMHeadModel (scripts/reference/hf_check.py, offline) on the exports (fp32, bf16)
 # and on models transformers saved: eval's loss and generate's greedy tokens.
 set -u
 source scripts/testlib.sh
@@ -22,7 +22,7 @@ nice -n 15 make -s test_gpt2 train_gpt2 eval generate >/dev/null || { fail "buil
 # shapes), a vocabulary that is not a multiple of 128, and T < maxT.
 CFG="--layers 2 --heads 2 --channels 128 --max-seq-len 48 --vocab 1001"
 # st_plain as the hub's gpt2/model.safetensors; bin_prefix as GPT2LMHeadModel.state_dict()
-$PY scripts/make_hf_gpt2.py $CFG "$tmp/st_plain:buffers" "$tmp/bin_prefix:bin,prefix,lm-head,buffers" \
+$PY scripts/reference/make_hf_gpt2.py $CFG "$tmp/st_plain:buffers" "$tmp/bin_prefix:bin,prefix,lm-head,buffers" \
     "$tmp/st_prefix_noconfig:prefix,lm-head,no-config" "$tmp/bin_plain:bin" "$tmp/st_bf16:BF16" "$tmp/bin_f16:bin,F16" \
     "$tmp/bin_int:bin" > /dev/null
 layouts="bin_prefix st_prefix_noconfig bin_plain" nlayouts=four  # besides st_plain
@@ -36,7 +36,7 @@ if [ $same -eq 1 ]; then pass "the $nlayouts HF layouts convert to the same byte
 
 # test_gpt2 on the converted model against PyTorch run on the HF file (gpt2_reference.py
 # --hf maps the HF names and Conv1D transposes on its own, not through hf_gpt2.py)
-if out=$($PY scripts/gpt2_reference.py --hf "$tmp/bin_prefix/pytorch_model.bin" $CFG -B 2 -T 40 --steps 3 \
+if out=$($PY scripts/reference/gpt2_reference.py --hf "$tmp/bin_prefix/pytorch_model.bin" $CFG -B 2 -T 40 --steps 3 \
          --out "$tmp/ref" 2>&1); then
     if out=$(./test_gpt2 -e "$tmp/st_plain.bin" -s "$tmp/ref/state.bin" -a "$tmp/ref/activations.bin" \
              -l "$tmp/ref/losses.txt" 2>&1); then
@@ -75,7 +75,7 @@ if out=$(check_halves 2>&1); then pass "bf16 and fp16 checkpoints import as thei
 fi
 
 # llm.c -> HF -> llm.c is bit-identical (header, CRC and all), for a checkpoint written by train_gpt2
-$PY scripts/gpt2_reference.py --layers 1 --heads 2 --channels 32 --max-seq-len 32 -B 1 -T 8 --steps 1 \
+$PY scripts/reference/gpt2_reference.py --layers 1 --heads 2 --channels 32 --max-seq-len 32 -B 1 -T 8 --steps 1 \
     --out "$tmp/small" > /dev/null
 expect_ok "a train_gpt2 checkpoint" ./train_gpt2 -e "$tmp/small/model.bin" -b 2 -t 16 -x 1 -v 0 -s 0 -n 1 -o "$tmp/run"
 cp "$tmp/run/model_00000001.bin" "$tmp/trained.bin"
@@ -323,7 +323,7 @@ hf_line() { sed -n "${1}p" "$hf/check.out"; }
 
 if [ ! -f "$VAL" ]; then
     fail "transformers' GPT2LMHeadModel checks" "no $VAL: run make setup (scripts/setup/setup_data.sh)"
-elif ! $PY scripts/hf_check.py init "$hf/init" --layers 3 --heads 2 --channels 64 --max-seq-len 64 \
+elif ! $PY scripts/reference/hf_check.py init "$hf/init" --layers 3 --heads 2 --channels 64 --max-seq-len 64 \
         + loss "$hf/init" "$VAL" $EVAL_BATCHES > "$hf/check.out" 2> "$hf/check.log"; then
     fail "transformers' GPT2LMHeadModel checks" "hf_check.py init: $(tail -n 1 "$hf/check.log")"
 else
@@ -356,7 +356,7 @@ HF_MUTANTS=(
 if [ -n "${trained:-}" ] && [ "$quick" = 1 ]; then
     # quick: the fp32 export's loss only
     expect_ok "llmc_to_hf fp32 of the trained model" $PY scripts/convert/llmc_to_hf.py "$trained" "$hf/fp32"
-    $PY scripts/hf_check.py loss "$hf/fp32" "$VAL" $EVAL_BATCHES > "$hf/check.out" 2> "$hf/check.log" ||
+    $PY scripts/reference/hf_check.py loss "$hf/fp32" "$VAL" $EVAL_BATCHES > "$hf/check.out" 2> "$hf/check.log" ||
         fail "GPT2LMHeadModel on the fp32 export" "$(tail -n 1 "$hf/check.log")"
     close "GPT2LMHeadModel.from_pretrained(fp32 export): eval's loss" "$(hf_line 1)" "$trained_loss" 1e-5
 elif [ -n "${trained:-}" ]; then
@@ -376,7 +376,7 @@ elif [ -n "${trained:-}" ]; then
     # one process for all (PyTorch and transformers take seconds to load): output lines
     # 1 fp32 loss, 2 fp32 greedy, 3 bf16 values' loss (fp32), 4 bf16 loss computed in bf16,
     # 5 the fp32 model resaved by transformers (safetensors), 6 the same as pytorch_model.bin, 7... mutants
-    if ! $PY scripts/hf_check.py loss "$hf/fp32" "$VAL" $EVAL_BATCHES + greedy "$hf/fp32" data/gpt2 "$PROMPT" 48 "$hf/greedy.txt" \
+    if ! $PY scripts/reference/hf_check.py loss "$hf/fp32" "$VAL" $EVAL_BATCHES + greedy "$hf/fp32" data/gpt2 "$PROMPT" 48 "$hf/greedy.txt" \
             + loss "$hf/bf16" "$VAL" $EVAL_BATCHES + loss "$hf/bf16" "$VAL" $EVAL_BATCHES --dtype bfloat16 \
             + resave "$hf/fp32" "$hf/resaved_st" "$hf/resaved_bin" + loss "$hf/resaved_st" "$VAL" $EVAL_BATCHES \
             + loss "$hf/resaved_bin" "$VAL" $EVAL_BATCHES "${mutant_checks[@]}" > "$hf/check.out" 2> "$hf/check.log"; then

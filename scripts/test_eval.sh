@@ -1,6 +1,6 @@
 # ./eval and train_gpt2 --eval-every: HellaSwag items written here in the official
 # schema -> scripts/convert/prepare_hellaswag.py -> ./eval --hellaswag, checked against a
-# PyTorch scoring (scripts/eval_reference.py, float64) of the same items with the same
+# PyTorch scoring (scripts/reference/eval_reference.py, float64) of the same items with the same
 # model: every ending's summed and mean loss, the predictions, acc and acc_norm; the
 # loss over shards against PyTorch and against train_gpt2's; the training run's
 # "s:STEP eval:ACC" lines; bad input; deliberately broken scoring must fail.
@@ -46,7 +46,7 @@ expect_error "tokenize --records: a text without its NUL" 1 "records_bad.bin: th
 
 # A small model, trained a little (a random one predicts nearly uniformly: too many near-ties
 # between endings), with the HellaSwag eval every 20 steps at B=2 (two rows per forward pass)
-$PY scripts/gpt2_reference.py --layers 2 --heads 2 --channels 64 --max-seq-len 128 -B 1 -T 8 --steps 1 \
+$PY scripts/reference/gpt2_reference.py --layers 2 --heads 2 --channels 64 --max-seq-len 128 -B 1 -T 8 --steps 1 \
     --out "$tmp/init" > /dev/null
 expect_ok "train_gpt2 --eval-every 20 --eval-file" ./train_gpt2 -e "$tmp/init/model.bin" -b 2 -t 64 -x 40 -l 3e-3 \
     -v 20 -m 5 -s 0 -n 40 --eval-every 20 --eval-file "$tmp/items.bin" -o "$tmp/run"
@@ -61,7 +61,7 @@ fi
 # ./eval against PyTorch, example by example
 ./eval -e "$model" --hellaswag "$tmp/items.bin" --verbose 1 > "$tmp/ours.txt" 2>&1
 # (the same PyTorch run also gives the loss of the first 5 batches of B=2 T=64 of the val shard)
-$PY scripts/eval_reference.py --model "$model" --jsonl "$tmp/items.jsonl" --evalfile "$tmp/items.bin" \
+$PY scripts/reference/eval_reference.py --model "$model" --jsonl "$tmp/items.jsonl" --evalfile "$tmp/items.bin" \
     --shard $VAL0 -B 2 -T 64 -m 5 > "$tmp/ref.txt" 2>&1
 # compare OURS REF: same labels and predictions, every loss within 2e-6 relative, same acc
 compare() {
@@ -116,7 +116,7 @@ val_check() {  # val_check B T M [REFERENCE OUTPUT]
     local ours ref
     ours=$(./eval -e "$model" -j "$VAL" -b "$1" -t "$2" -m "$3" 2>&1 | sed -n 's/^val loss \([0-9.]*\) .*/\1/p')
     if [ $# -ge 4 ]; then ref=$(sed -n 's/^val loss \([0-9.]*\) .*/\1/p' "$4")
-    else ref=$($PY scripts/eval_reference.py --model "$model" --shard $VAL0 -B "$1" -T "$2" -m "$3" | sed -n 's/^val loss \([0-9.]*\) .*/\1/p'); fi
+    else ref=$($PY scripts/reference/eval_reference.py --model "$model" --shard $VAL0 -B "$1" -T "$2" -m "$3" | sed -n 's/^val loss \([0-9.]*\) .*/\1/p'); fi
     if [ -n "$ours" ] && $PY -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * b)" "$ours" "$ref"; then
         pass "eval -j loss matches PyTorch (B=$1 T=$2 m=$3: $ours vs $ref)"
     else
@@ -204,7 +204,7 @@ for entry in "${EVAL_MUTANTS[@]}"; do
         $PY "$dir/scripts/convert/prepare_hellaswag.py" "$tmp/items.jsonl" "$dir/items.bin" --tokenize ./tokenize \
             --vocab data/gpt2 > /dev/null
         ./eval -e "$model" --hellaswag "$dir/items.bin" --verbose 1 > "$dir/ours.txt" 2>&1
-        $PY scripts/eval_reference.py --model "$model" --jsonl "$tmp/items.jsonl" --evalfile "$dir/items.bin" \
+        $PY scripts/reference/eval_reference.py --model "$model" --jsonl "$tmp/items.jsonl" --evalfile "$dir/items.bin" \
             > "$dir/ref.txt" 2>&1
     fi
     if out=$(compare "$dir/ours.txt" "$dir/ref.txt" 2>&1); then

@@ -4,17 +4,17 @@ set -u
 source scripts/testlib.sh
 PY=$PWD/.venv/bin/python
 
-# reference NAME ARGS...: writes data/ref/NAME with scripts/gpt2_reference.py,
+# reference NAME ARGS...: writes data/ref/NAME with scripts/reference/gpt2_reference.py,
 # unless it is there already from the same script and arguments.
 reference() {
     local name=$1; shift
     local dir=data/ref/$name
     local stamp
-    stamp="$(sha256sum scripts/gpt2_reference.py | cut -c1-16) $*"
+    stamp="$(sha256sum scripts/reference/gpt2_reference.py | cut -c1-16) $*"
     if [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$stamp" ]; then return 0; fi
     rm -rf "$dir"
     mkdir -p "$dir"
-    $PY scripts/gpt2_reference.py "$@" --out "$dir" || return 1
+    $PY scripts/reference/gpt2_reference.py "$@" --out "$dir" || return 1
     echo "$stamp" > "$dir/stamp"
 }
 

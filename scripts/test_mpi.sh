@@ -23,9 +23,9 @@ export OMP_NUM_THREADS=1
 # number of ranks, one bad input, two mutants; make test-all runs everything below
 quick=${TEST_QUICK:-0}
 data=data/synth
-[ -f $data/synth_val_000000.bin ] || $PY scripts/make_synthetic_data.py --out $data --vocab 517 --tokens 20000 > /dev/null
+[ -f $data/synth_val_000000.bin ] || $PY scripts/reference/make_synthetic_data.py --out $data --vocab 517 --tokens 20000 > /dev/null
 # a 2-layer model, C=64, V=517 (0.14M parameters)
-$PY scripts/gpt2_reference.py --layers 2 --heads 4 --channels 64 --max-seq-len 64 --vocab 517 -B 1 -T 8 \
+$PY scripts/reference/gpt2_reference.py --layers 2 --heads 4 --channels 64 --max-seq-len 64 --vocab 517 -B 1 -T 8 \
     --steps 1 --threads 1 --out "$tmp/ref" > /dev/null
 model=$tmp/ref/model.bin
 # weight decay on, so that a shard applying the wrong tensor's decay shows

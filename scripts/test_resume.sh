@@ -8,7 +8,7 @@ PY=$PWD/.venv/bin/python
 model=data/ref/odd/model.bin
 if [ ! -f $model ]; then fail "resume tests" "$model is missing (scripts/test_gpt2.sh writes it)"; exit 0; fi
 data=data/synth
-[ -f $data/synth_val_000000.bin ] || $PY scripts/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
+[ -f $data/synth_val_000000.bin ] || $PY scripts/reference/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 TRAIN=(./train_gpt2 -e $model -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -v 0 -s 0)

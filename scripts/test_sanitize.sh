@@ -56,7 +56,7 @@ for name in $names; do
     if [ ! -f $d/activations.bin ]; then
         mkdir -p $d
         # shellcheck disable=SC2086
-        $PY scripts/gpt2_reference.py ${REF_ARGS[$name]} --out $d > /dev/null 2>&1 || { fail "reference $name" "gpt2_reference.py failed"; continue; }
+        $PY scripts/reference/gpt2_reference.py ${REF_ARGS[$name]} --out $d > /dev/null 2>&1 || { fail "reference $name" "gpt2_reference.py failed"; continue; }
     fi
     clean "sanitized test_gpt2 matches PyTorch: $name" $S/test_gpt2 -e $d/model.bin -s $d/state.bin -l $d/losses.txt -a $d/activations.bin
 done
@@ -64,7 +64,7 @@ done
 if [ "$quick" != 1 ]; then
 # --- a short training run, and 4 steps + a resume for 4 more giving the same losses
 model=data/ref/odd/model.bin
-$PY scripts/make_synthetic_data.py --out "$tmp/data" --vocab 517 --tokens 20000 > /dev/null
+$PY scripts/reference/make_synthetic_data.py --out "$tmp/data" --vocab 517 --tokens 20000 > /dev/null
 train() { $S/train_gpt2 -e $model -i "$tmp/data/synth_train_*.bin" -j "$tmp/data/synth_val_*.bin" -b 4 -t 32 -v 4 -m 2 -s 4 \
           --tokenizer "$tmp/data/gpt2_tokenizer.bin" -g 8 -k constant -u 2 "$@"; }
 clean "sanitized train_gpt2: 8 steps with validation, samples and checkpoints" train -x 8 -n 4 -o "$tmp/full"

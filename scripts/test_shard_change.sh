@@ -10,7 +10,7 @@ if [ ! -f $model ]; then fail "shard change tests" "$model is missing (scripts/t
 make -s train_gpt2 || { fail "shard change tests" "make train_gpt2 failed"; exit 0; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-$PY scripts/make_synthetic_data.py --out "$tmp/data" --vocab 517 --tokens 20000 > /dev/null
+$PY scripts/reference/make_synthetic_data.py --out "$tmp/data" --vocab 517 --tokens 20000 > /dev/null
 
 # changed NAME PATTERN CMD: starts a long run on a fresh copy of the shard, waits for
 # its 3rd step, runs CMD (on $shard), and expects exit 1 with the one-line error.

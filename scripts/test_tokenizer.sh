@@ -4,7 +4,7 @@
 # threads and streaming, llm.c's file formats, and every bad input of issue 3.
 #
 # Needs: gcc, make, zlib (the build); the project's .venv (make setup) with tiktoken (the
-# reference encoder, built from the local vocabulary by scripts/gpt2_tiktoken.py) and regex
+# reference encoder, built from the local vocabulary by scripts/reference/gpt2_tiktoken.py) and regex
 # (the second reference, OpenAI's encoder.py, and the check of the character classes);
 # Debian's unicode-data (to check llmc/unicode_tables.h against its source). No network.
 # Environment: GPT2_VOCAB_DIR (encoder.json + vocab.bpe; default: make setup's data/gpt2,
@@ -72,7 +72,7 @@ py_ref_ids() {
     out=data/ref-cache/$(sha256sum "$1" | cut -c1-32)-encoder-py.ids
     if [ ! -f "$out" ]; then
         mkdir -p data/ref-cache
-        locked "$PY" scripts/gpt2_encoder_py.py "$VOCAB" "$1" >"$out.tmp" && mv "$out.tmp" "$out"
+        locked "$PY" scripts/reference/gpt2_encoder_py.py "$VOCAB" "$1" >"$out.tmp" && mv "$out.tmp" "$out"
     fi
     echo "$out"
 }
@@ -84,7 +84,7 @@ ref_ids() {
     out=data/ref-cache/$key-tiktoken${2:-}.ids  # ${2:-} is an option of gpt2_tiktoken.py
     if [ ! -f "$out" ]; then
         mkdir -p data/ref-cache
-        locked "$PY" scripts/gpt2_tiktoken.py "$VOCAB" ${2:-} "$1" >"$out.tmp" && mv "$out.tmp" "$out"
+        locked "$PY" scripts/reference/gpt2_tiktoken.py "$VOCAB" ${2:-} "$1" >"$out.tmp" && mv "$out.tmp" "$out"
     fi
     echo "$out"
 }
@@ -111,7 +111,7 @@ elif [ -f /usr/share/unicode/UnicodeData.txt ] && [ -f /usr/share/unicode/PropLi
         "llmc/unicode_tables.h is not what scripts/gen_unicode_tables.py makes from /usr/share/unicode"
     ./tokenize --char-classes >"$tmp/classes.txt"
     # the classes against another implementation of Unicode's properties: the regex module's
-    if "$PY" scripts/tokenizer_test_data.py compare-classes /usr/share/unicode/UnicodeData.txt "$tmp/classes.txt" >"$tmp/classes.log" 2>&1; then
+    if "$PY" scripts/reference/tokenizer_test_data.py compare-classes /usr/share/unicode/UnicodeData.txt "$tmp/classes.txt" >"$tmp/classes.log" 2>&1; then
         pass unicode_classes_match_python_regex
     else
         fail unicode_classes_match_python_regex "$(head -n 3 "$tmp/classes.log" | tr '\n' ' ')"
@@ -122,7 +122,7 @@ fi
 
 # JavaScript's \s (the class of gpt2_tiktoken.py --js-space) versus Unicode's White_Space:
 # exactly the two documented code points.
-"$PY" scripts/gpt2_tiktoken.py --space-deviations >"$tmp/dev.txt"
+"$PY" scripts/reference/gpt2_tiktoken.py --space-deviations >"$tmp/dev.txt"
 printf 'U+0085 unicode-only\nU+FEFF js-only\n' >"$tmp/dev_expected.txt"
 same js_space_deviations_are_U+0085_and_U+FEFF "$tmp/dev.txt" "$tmp/dev_expected.txt"
 
@@ -139,8 +139,8 @@ enc --heap-min 2 "$TS" >"$tmp/tsheap.ids"
 same tinyshakespeare_heap_merge_identical "$tmp/tsheap.ids" "$tmp/ts.ids"
 fi
 
-"$PY" scripts/tokenizer_test_data.py stress "$tmp/stress.txt"
-"$PY" scripts/tokenizer_test_data.py stress "$tmp/stress_nodev.txt" --no-js-deviations
+"$PY" scripts/reference/tokenizer_test_data.py stress "$tmp/stress.txt"
+"$PY" scripts/reference/tokenizer_test_data.py stress "$tmp/stress_nodev.txt" --no-js-deviations
 enc "$tmp/stress.txt" >"$tmp/stress.ids"
 enc "$tmp/stress_nodev.txt" >"$tmp/stress_nodev.ids"
 # 1. tiktoken (\s is Unicode's White_Space, as ours): identical
@@ -199,7 +199,7 @@ got=$(enc "$tmp/eot.txt" | tr '\n' ' ')
 # ---------------------------------------------------------------- bytes, invalid UTF-8
 roundtrip roundtrip_tinyshakespeare "$TS"
 roundtrip roundtrip_stress_text "$tmp/stress.txt"
-"$PY" scripts/tokenizer_test_data.py bytes "$tmp/random.bin" 1000000 7
+"$PY" scripts/reference/tokenizer_test_data.py bytes "$tmp/random.bin" 1000000 7
 roundtrip roundtrip_1MB_random_bytes "$tmp/random.bin"
 if [ "$quick" != 1 ]; then
 roundtrip roundtrip_1MB_random_bytes_two_threads "$tmp/random.bin" --threads 2
@@ -223,7 +223,7 @@ enc "$tmp/inv2.txt" >"$tmp/inv2.ids"; enc "$tmp/inv2a.txt" "$tmp/inv2b.txt" >"$t
 same invalid_bytes_join_symbol_run "$tmp/inv2.ids" "$tmp/inv2_parts.ids"
 
 # Long pieces: the heap merge against GPT-2's quadratic loop, on an 8 KB word.
-"$PY" scripts/tokenizer_test_data.py word "$tmp/longword.txt" 8000
+"$PY" scripts/reference/tokenizer_test_data.py word "$tmp/longword.txt" 8000
 enc --heap-min 2 "$tmp/longword.txt" >"$tmp/long_heap.ids"
 enc --heap-min 1000000 "$tmp/longword.txt" >"$tmp/long_simple.ids"
 same long_piece_heap_equals_gpt2_loop "$tmp/long_heap.ids" "$tmp/long_simple.ids"
@@ -273,7 +273,7 @@ if [ -f "$val" ] && [ -f "$train" ] && [ -f "$tokfile" ]; then
     # every token's bytes in the tokenizer file equal ./tokenize --decode of that id
     seq 0 50256 >"$tmp/all.ids"
     ./tokenize --vocab "$VOCAB" --decode "$tmp/all.ids" >"$tmp/all_tokens.bin"
-    "$PY" scripts/tokenizer_test_data.py token-bytes "$tokfile" "$tmp/tok_bytes.bin"
+    "$PY" scripts/reference/tokenizer_test_data.py token-bytes "$tokfile" "$tmp/tok_bytes.bin"
     same tokenizer_file_token_bytes "$tmp/tok_bytes.bin" "$tmp/all_tokens.bin"
     [ -z "$(ls "$out" | grep -v -E '^(gpt2_tokenizer|tiny_shakespeare_(val|train)_000000)\.bin$')" ] \
         && pass no_temporary_files_left || fail no_temporary_files_left "$(ls "$out" | tr '\n' ' ')"

@@ -10,7 +10,7 @@ if [ ! -f $model ]; then
     exit 0
 fi
 data=data/synth
-$PY scripts/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
+$PY scripts/reference/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 train() { ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 "$@"; }

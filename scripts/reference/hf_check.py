@@ -2,17 +2,17 @@
 transformers' own GPT2LMHeadModel as the judge of our Hugging Face files, for
 scripts/test_convert.sh. Offline: every model is a local directory.
 
-    .venv/bin/python scripts/hf_check.py init OUT_DIR --layers L --heads NH --channels C --max-seq-len T [--seed N]
+    .venv/bin/python scripts/reference/hf_check.py init OUT_DIR --layers L --heads NH --channels C --max-seq-len T [--seed N]
         a GPT-2 of that shape (vocabulary 50257) initialized by transformers, saved with save_pretrained
-    .venv/bin/python scripts/hf_check.py loss HF_DIR SHARD B T BATCHES [--dtype float32|bfloat16]
+    .venv/bin/python scripts/reference/hf_check.py loss HF_DIR SHARD B T BATCHES [--dtype float32|bfloat16]
         the mean loss over the first BATCHES batches of the token shard SHARD, the batches of
         ./eval -j SHARD -b B -t T -m BATCHES (slot k: the B*T+1 tokens from k*B*T on)
-    .venv/bin/python scripts/hf_check.py greedy HF_DIR VOCAB_DIR PROMPT N OUT
+    .venv/bin/python scripts/reference/hf_check.py greedy HF_DIR VOCAB_DIR PROMPT N OUT
         N greedy tokens after PROMPT (stopping at end-of-text, as ./generate does); writes the
         prompt's and the tokens' bytes to OUT (./generate's output) and prints
         "tokens K min_margin M": M is the smallest gap between the best and the second-best
         logit, so a caller can tell a real disagreement from a near tie
-    .venv/bin/python scripts/hf_check.py resave HF_DIR OUT_SAFETENSORS OUT_BIN
+    .venv/bin/python scripts/reference/hf_check.py resave HF_DIR OUT_SAFETENSORS OUT_BIN
         loads HF_DIR and writes it again with transformers: save_pretrained (model.safetensors)
         and torch.save of the model's state dict (pytorch_model.bin, with config.json)
 

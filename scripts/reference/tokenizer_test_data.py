@@ -1,19 +1,19 @@
 """
 Test inputs and checks for scripts/test_tokenizer.sh.
 
-    .venv/bin/python scripts/tokenizer_test_data.py stress OUT [--no-js-deviations]
+    .venv/bin/python scripts/reference/tokenizer_test_data.py stress OUT [--no-js-deviations]
         writes the multilingual stress text (valid UTF-8). With --no-js-deviations the
         two characters on which JavaScript's \\s differs from Unicode's White_Space
         (U+0085, U+FEFF) are left out, everything else is the same.
-    .venv/bin/python scripts/tokenizer_test_data.py bytes OUT N SEED
+    .venv/bin/python scripts/reference/tokenizer_test_data.py bytes OUT N SEED
         writes N pseudo-random bytes (mostly invalid UTF-8, with ASCII words and spaces
         mixed in so that merges happen).
-    .venv/bin/python scripts/tokenizer_test_data.py word OUT N
+    .venv/bin/python scripts/reference/tokenizer_test_data.py word OUT N
         writes one pseudo-random lower-case word of N letters (a long piece for the heap merge).
-    .venv/bin/python scripts/tokenizer_test_data.py token-bytes TOKENIZER.bin OUT
+    .venv/bin/python scripts/reference/tokenizer_test_data.py token-bytes TOKENIZER.bin OUT
         writes the bytes of every token of an llm.c tokenizer file (its 1024-byte header
         skipped, each entry's length byte dropped), in id order.
-    .venv/bin/python scripts/tokenizer_test_data.py compare-classes UNICODEDATA.txt RANGES
+    .venv/bin/python scripts/reference/tokenizer_test_data.py compare-classes UNICODEDATA.txt RANGES
         compares ./tokenize --char-classes output (RANGES) with the regex module's \\p{L},
         \\p{N} and \\p{White_Space} on every code point that UNICODEDATA.txt (the Unicode
         version our tables were made from) assigns. Prints the mismatches and exits 1 if

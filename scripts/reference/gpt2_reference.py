@@ -3,8 +3,8 @@
 The PyTorch reference for test_gpt2: a GPT-2 of any config, one batch, and
 everything our C implementation must reproduce.
 
-    /usr/bin/python3 scripts/gpt2_reference.py --depth d12 -B 4 -T 64 --out data/ref/d12
-    /usr/bin/python3 scripts/gpt2_reference.py --layers 2 --heads 3 --channels 57 \
+    /usr/bin/python3 scripts/reference/gpt2_reference.py --depth d12 -B 4 -T 64 --out data/ref/d12
+    /usr/bin/python3 scripts/reference/gpt2_reference.py --layers 2 --heads 3 --channels 57 \
         --max-seq-len 37 --vocab 517 -B 3 -T 29 --out data/ref/odd
 
 writes into OUT:

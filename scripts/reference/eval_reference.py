@@ -2,8 +2,8 @@
 """
 PyTorch reference for ./eval (scripts/test_eval.sh), in float64.
 
-    /usr/bin/python3 scripts/eval_reference.py --model MODEL.bin --jsonl ITEMS.jsonl --evalfile ITEMS.bin
-    /usr/bin/python3 scripts/eval_reference.py --model MODEL.bin --shard VAL.bin -B 4 -T 64 -m 5
+    /usr/bin/python3 scripts/reference/eval_reference.py --model MODEL.bin --jsonl ITEMS.jsonl --evalfile ITEMS.bin
+    /usr/bin/python3 scripts/reference/eval_reference.py --model MODEL.bin --shard VAL.bin -B 4 -T 64 -m 5
 
 HellaSwag: renders each jsonl item as llm.c's dev/data/hellaswag.py does (context tokens,
 then " " + ending; a (4, max_len) batch of rows padded with 0 and a mask over the
@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "convert"))  # hf_gpt2
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "convert"))  # hf_gpt2
 from gpt2_reference import GPT2  # noqa: E402
 from hf_gpt2 import read_llmc  # noqa: E402
 
@@ -133,7 +133,7 @@ def shard_loss(model, shard, B, T, m):
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--jsonl")

@@ -2,8 +2,8 @@
 The reference encoder of scripts/test_tokenizer.sh: tiktoken (OpenAI's BPE, Rust core)
 built from the local GPT-2 vocabulary files, no network.
 
-    .venv/bin/python scripts/gpt2_tiktoken.py VOCAB_DIR [--js-space] [--llmc-sections] FILE > ids.txt
-    .venv/bin/python scripts/gpt2_tiktoken.py --space-deviations
+    .venv/bin/python scripts/reference/gpt2_tiktoken.py VOCAB_DIR [--js-space] [--llmc-sections] FILE > ids.txt
+    .venv/bin/python scripts/reference/gpt2_tiktoken.py --space-deviations
 
 VOCAB_DIR holds encoder.json and vocab.bpe. FILE must be valid UTF-8 (a Python str
 cannot hold other bytes). Token ids are printed one per line; "<|endoftext|>" in the

@@ -6,7 +6,7 @@ directory and the decoding is left out. The `regex` module it imports is in the
 project's .venv (requirements.txt). Its \\s is Unicode's White_Space, so it must agree
 with ./tokenize and tiktoken everywhere, U+0085 and U+FEFF included.
 
-    .venv/bin/python scripts/gpt2_encoder_py.py VOCAB_DIR FILE > ids.txt
+    .venv/bin/python scripts/reference/gpt2_encoder_py.py VOCAB_DIR FILE > ids.txt
 
 FILE must be valid UTF-8 (a Python str cannot hold other bytes). Ids one per line.
 """

@@ -5,7 +5,7 @@ those today's transformers no longer writes (no "transformer." prefix, the mask
 buffers, fp16, no config.json). transformers' own save_pretrained is tested with
 scripts/hf_check.py.
 
-    .venv/bin/python scripts/make_hf_gpt2.py --layers 2 --heads 2 --channels 128 \
+    .venv/bin/python scripts/reference/make_hf_gpt2.py --layers 2 --heads 2 --channels 128 \
         --max-seq-len 48 --vocab 1001 [--seed N] OUT_DIR[:OPTION,...] ...
 
 OPTIONs (one model, several layouts, in one process: PyTorch takes seconds to start):
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "convert"))  # hf_gpt2
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "convert"))  # hf_gpt2
 from hf_gpt2 import hf_config_json, write_safetensors  # noqa: E402
 
 
