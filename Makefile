@@ -78,7 +78,7 @@ test_sampler: test_sampler.c $(HEADERS) ## the sampler's checks
 # (KV cache, fp32 and bf16), whose greedy fp32 text must be generate's.
 bench-generate: generate tokenize ## generate's tokens/s on GPT-2 124M against the bandwidth bound and transformers
 	$(MAKE) -C dev/cpu read_bandwidth
-	bash scripts/bench_generate.sh
+	bash scripts/bench/bench_generate.sh
 
 
 tokenize: tokenize.c $(HEADERS) ## the GPT-2 BPE encoder
@@ -93,14 +93,14 @@ data: prepare_data ## Tiny Shakespeare and the GPT-2 vocabulary in data/
 	bash scripts/setup/setup_data.sh
 
 # The training step (fp32, bf16) against a tuned PyTorch 2's (eager and torch.compile, fp32 and
-# bf16 autocast), both batch shapes, with a progress line per run (scripts/bench.sh).
+# bf16 autocast), both batch shapes, with a progress line per run (scripts/bench/bench.sh).
 bench: train_gpt2 ## the training step, fp32 and bf16, against PyTorch 2's four modes
 	$(MAKE) -C dev/cpu fma_peak
-	bash scripts/bench.sh
+	bash scripts/bench/bench.sh
 
-# Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench_mpi.sh).
+# Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench/bench_mpi.sh).
 bench-mpi: train_gpt2 ## data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads
-	bash scripts/bench_mpi.sh
+	bash scripts/bench/bench_mpi.sh
 
 # perf's view of a few GPT-2 124M steps: a build with symbols and frame pointers
 # (kernels kept out of line so each shows under its own name), recorded after the
@@ -120,7 +120,7 @@ profile: ## perf's view of a few GPT-2 124M steps, and the per-kernel times
 
 # Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
 bench-tokenizer: tokenize ## the encoder's MB/s on Tiny Shakespeare, one thread and all
-	bash scripts/bench_tokenizer.sh
+	bash scripts/bench/bench_tokenizer.sh
 
 # A fresh machine: packages, build, data (scripts/setup/setup.sh).
 setup: ## a fresh machine: packages, the Python venv, the build, the data

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench's script (scripts/bench.sh) still works, in two tiny runs (GPT-2 d6, B=1 T=16, one
+# make bench's script (scripts/bench/bench.sh) still works, in two tiny runs (GPT-2 d6, B=1 T=16, one
 # round of 3 timed steps):
 #  A. the calibration (1 timed step a candidate) and PyTorch fp32 eager and compiled (TORCH_BF16=0):
 #     a calibration line per candidate, the faster AdamW kept, the compile check's line, the PyTorch
@@ -10,7 +10,7 @@
 # printed, the model FLOPs of the documented formula; the ratios are those of the printed rows,
 # against PyTorch's fastest row of the precision; a progress line per run, with the time left. Bad
 # settings give one-line errors. (Timings are not checked.)
-# The same for make bench-generate's script (scripts/bench_generate.sh), on d6.
+# The same for make bench-generate's script (scripts/bench/bench_generate.sh), on d6.
 #
 # TEST_QUICK=1 (make test): run B and the bad settings' errors only (no calibration, no torch.compile
 # row, no TORCH_BF16=0 run, no bench_generate.sh run); make test-all: everything.
@@ -114,7 +114,7 @@ check_progress() {
 if [ "$quick" != 1 ]; then
 run=A
 if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=1 CAL_SHAPE=1x16 CAL_STEPS=1 THREADS=2 TORCH_BF16=0 \
-   TORCH_MODES="eager compile" bash scripts/bench.sh > "$log" 2>&1; then
+   TORCH_MODES="eager compile" bash scripts/bench/bench.sh > "$log" 2>&1; then
     pass "bench.sh A runs (d6, B=1 T=16, calibration, PyTorch fp32 eager and compiled)"
 else
     fail "bench.sh A runs" "exit $?: $(tail -n 3 "$log" | tr '\n' ' ')"
@@ -162,7 +162,7 @@ fi
 
 # B: no calibration, PyTorch eager fp32 and bf16 autocast
 run=B
-if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=0 THREADS=2 TORCH_BF16=1 TORCH_MODES=eager bash scripts/bench.sh > "$log" 2>&1; then
+if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=0 THREADS=2 TORCH_BF16=1 TORCH_MODES=eager bash scripts/bench/bench.sh > "$log" 2>&1; then
     pass "bench.sh B runs (d6, B=1 T=16, PyTorch eager fp32 and bf16 autocast)"
 else
     fail "bench.sh B runs" "exit $?: $(tail -n 3 "$log" | tr '\n' ' ')"
@@ -196,13 +196,13 @@ check_ratio "fp32/fp32" "train_gpt2 fp32" "PyTorch eager fp32"
 check_ratio "best/best" "train_gpt2 fp32|train_gpt2 bf16" "PyTorch eager fp32|PyTorch eager bf16 autocast"
 check_progress
 
-expect_error "bench.sh MODEL=d7: one-line error" 1 'MODEL=d7' env MODEL=d7 bash scripts/bench.sh
-expect_error "bench.sh TORCH_BF16=yes: one-line error" 1 'TORCH_BF16=yes' env TORCH_BF16=yes bash scripts/bench.sh
-expect_error "bench.sh TORCH_MODES=fast: one-line error" 1 "TORCH_MODES='fast'" env TORCH_MODES=fast bash scripts/bench.sh
-expect_error "bench.sh SHAPES=4x2048: one-line error" 1 "shape '4x2048'.*at most 1024" env SHAPES=4x2048 bash scripts/bench.sh
-expect_error "bench.sh SHAPES=4-64: one-line error" 1 "shape '4-64'" env SHAPES=4-64 bash scripts/bench.sh
-expect_error "bench.sh THREADS=0: one-line error" 1 'THREADS=0' env THREADS=0 bash scripts/bench.sh
-expect_error "bench.sh CALIBRATE=yes: one-line error" 1 'CALIBRATE=yes' env CALIBRATE=yes bash scripts/bench.sh
+expect_error "bench.sh MODEL=d7: one-line error" 1 'MODEL=d7' env MODEL=d7 bash scripts/bench/bench.sh
+expect_error "bench.sh TORCH_BF16=yes: one-line error" 1 'TORCH_BF16=yes' env TORCH_BF16=yes bash scripts/bench/bench.sh
+expect_error "bench.sh TORCH_MODES=fast: one-line error" 1 "TORCH_MODES='fast'" env TORCH_MODES=fast bash scripts/bench/bench.sh
+expect_error "bench.sh SHAPES=4x2048: one-line error" 1 "shape '4x2048'.*at most 1024" env SHAPES=4x2048 bash scripts/bench/bench.sh
+expect_error "bench.sh SHAPES=4-64: one-line error" 1 "shape '4-64'" env SHAPES=4-64 bash scripts/bench/bench.sh
+expect_error "bench.sh THREADS=0: one-line error" 1 'THREADS=0' env THREADS=0 bash scripts/bench/bench.sh
+expect_error "bench.sh CALIBRATE=yes: one-line error" 1 'CALIBRATE=yes' env CALIBRATE=yes bash scripts/bench/bench.sh
 
 # bench_generate.sh: one round of 4 new tokens on d6 (L=6 C=384 maxT=1024 Vp=50304). A token reads
 # every parameter but wpe's other 1023 rows: 119.9 MB in fp32; in bf16 the matmul weights and wte
@@ -210,7 +210,7 @@ expect_error "bench.sh CALIBRATE=yes: one-line error" 1 'CALIBRATE=yes' env CALI
 # ours over transformers' rates printed beside them; fp32's greedy text is transformers'.
 if [ "$quick" != 1 ]; then
 if make -s generate tokenize > /dev/null && make -s -C dev/cpu read_bandwidth > /dev/null &&
-   DEPTH=d6 ROUNDS=1 NEW=4 THREADS=2 bash scripts/bench_generate.sh > "$genlog" 2>&1; then
+   DEPTH=d6 ROUNDS=1 NEW=4 THREADS=2 bash scripts/bench/bench_generate.sh > "$genlog" 2>&1; then
     pass "bench_generate.sh runs (d6, 4 new tokens, 1 round)"
 else
     fail "bench_generate.sh runs" "exit $?: $(tail -n 3 "$genlog" | tr '\n' ' ')"
@@ -235,6 +235,6 @@ expect_ok "bench_generate.sh: fp32 greedy text the same as transformers generate
 expect_ok "bench_generate.sh: transformers generate ran offline with sdpa attention, fp32 and bf16" \
     bash -c "[ \$(grep -Ec '^(fp32|bf16): transformers: dtype=(fp32|bf16) attention=sdpa prompt=[0-9]+ new=4 threads=2 ' '$genlog') = 2 ]"
 fi
-expect_error "bench_generate.sh DEPTH=d7: one-line error" 1 'DEPTH=d7' env DEPTH=d7 bash scripts/bench_generate.sh
-expect_error "bench_generate.sh NEW=0: one-line error" 1 'NEW=0' env NEW=0 bash scripts/bench_generate.sh
-expect_error "bench_generate.sh NEW=1: one-line error" 1 'NEW=1' env NEW=1 bash scripts/bench_generate.sh
+expect_error "bench_generate.sh DEPTH=d7: one-line error" 1 'DEPTH=d7' env DEPTH=d7 bash scripts/bench/bench_generate.sh
+expect_error "bench_generate.sh NEW=0: one-line error" 1 'NEW=0' env NEW=0 bash scripts/bench/bench_generate.sh
+expect_error "bench_generate.sh NEW=1: one-line error" 1 'NEW=1' env NEW=1 bash scripts/bench/bench_generate.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: train_gpt2 against PyTorch 2 (the project venv's, scripts/bench_pytorch.py) on
+# make bench: train_gpt2 against PyTorch 2 (the project venv's, scripts/bench/bench_pytorch.py) on
 # GPT-2 124M, with PyTorch in every mode a careful PyTorch user would try on this CPU:
 #  - the model eager and under torch.compile (the default inductor backend; the steps that
 #    compile are warm-up, not timed, and bench_pytorch.py checks that dynamo compiled the model
@@ -43,7 +43,7 @@
 #   STEPS= (timed steps per run; default 6, 3 when T >= 512) TORCH_BF16=auto
 #   TORCH_MODES="eager compile"
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-2}
 SHAPES=${SHAPES:-"4x64 4x1024"}
@@ -147,9 +147,9 @@ run_torch() {
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_WAIT_POLICY -u OMP_PROC_BIND -u OMP_PLACES \
         -u GOMP_CPU_AFFINITY -u GOMP_SPINCOUNT -u ATEN_CPU_CAPABILITY \
         LD_PRELOAD="$tcmalloc" OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" "${vars[@]}" \
-        $PY scripts/bench_pytorch.py --depth "$MODEL" -B "$5" -T "$6" --steps "$7" --threads "$THREADS" \
+        $PY scripts/bench/bench_pytorch.py --depth "$MODEL" -B "$5" -T "$6" --steps "$7" --threads "$THREADS" \
         --mode "$1" --precision "$2" --optimizer "$4" --shard $shard "${args[@]}" > "$tmp/torch.out" 2>&1 ||
-        { cat "$tmp/torch.out" >&2; die "scripts/bench_pytorch.py failed ($1 $2, $3, AdamW $4)"; }
+        { cat "$tmp/torch.out" >&2; die "scripts/bench/bench_pytorch.py failed ($1 $2, $3, AdamW $4)"; }
     grep -q 'allocator tcmalloc' "$tmp/torch.out" || die "PyTorch did not load $tcmalloc"
     sed -n 's/.*peak_rss_mb=\([0-9.]*\).*/\1/p' "$tmp/torch.out" > "$tmp/rss"
     local warmup

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """
-The peer of generate in scripts/bench_generate.sh: transformers' own
+The peer of generate in scripts/bench/bench_generate.sh: transformers' own
 GPT2LMHeadModel.generate, greedy, with its key/value cache, on the same model
 (an llm.c model file exported by scripts/convert/llmc_to_hf.py to a local directory,
 loaded offline).
 
-  .venv/bin/python scripts/bench_generate.py --write-model OUT.bin --depth d12 [--seed N]
+  .venv/bin/python scripts/bench/bench_generate.py --write-model OUT.bin --depth d12 [--seed N]
       writes a random GPT-2 (llm.c's initialization) as an llm.c model file
-  HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench_generate.py --hf-dir DIR --dtype fp32|bf16 \\
+  HF_HUB_OFFLINE=1 .venv/bin/python scripts/bench/bench_generate.py --hf-dir DIR --dtype fp32|bf16 \\
       --prompt-ids FILE -n 64 --threads 2 --ids-out FILE
       loads DIR in that dtype, times generate for 1 and for N new tokens (after a warm-up),
       writes the prompt and the N new token ids (one per line) to --ids-out and prints:

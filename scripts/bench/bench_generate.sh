@@ -7,7 +7,7 @@
 #   those bytes; the goal is >= 70% of it. In bf16 the matmul weights (and the LM
 #   head, wte) are read as bf16, 2 bytes; the biases, LayerNorms and the embedding
 #   rows stay fp32: that row has its own bound, over its own bytes;
-# - against transformers' own GPT2LMHeadModel.generate (scripts/bench_generate.py):
+# - against transformers' own GPT2LMHeadModel.generate (scripts/bench/bench_generate.py):
 #   greedy, with its key/value cache, on the same model exported by
 #   scripts/convert/llmc_to_hf.py to a local directory and loaded offline (HF_HUB_OFFLINE=1), in
 #   fp32 and in bf16 (the bf16 export, loaded as bf16: the way a bf16 transformers user
@@ -22,10 +22,10 @@
 # OMP_WAIT_POLICY is left as the environment has it for generate: a token's barriers spin
 # briefly then sleep whatever it says (llmc/barrier.h); it still applies to the prompt's
 # batched forward and to the start and end of each token's parallel region.
-#   THREADS=2 ROUNDS=3 NEW=64 OMP_WAIT_POLICY=passive bash scripts/bench_generate.sh
+#   THREADS=2 ROUNDS=3 NEW=64 OMP_WAIT_POLICY=passive bash scripts/bench/bench_generate.sh
 # (DEPTH=d6 times a smaller GPT-2 instead: scripts/test_bench.sh's quick run.)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 NEW=${NEW:-64}
@@ -47,7 +47,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $THREADS threads (OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "transformers setting: $($PY -c 'import torch, transformers; print(f"transformers {transformers.__version__}, torch {torch.__version__}")'), $tcmalloc preloaded, $THREADS threads, OMP_WAIT_POLICY=PASSIVE"
-$PY scripts/bench_generate.py --write-model "$tmp/model.bin" --depth "$DEPTH"
+$PY scripts/bench/bench_generate.py --write-model "$tmp/model.bin" --depth "$DEPTH"
 $PY scripts/convert/llmc_to_hf.py "$tmp/model.bin" "$tmp/hf_fp32" > /dev/null
 $PY scripts/convert/llmc_to_hf.py "$tmp/model.bin" "$tmp/hf_bf16" --dtype bf16 > /dev/null
 printf 'First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\nYou are all resolved rather to die than to famish?\n' > "$tmp/prompt.txt"
@@ -77,9 +77,9 @@ for round in $(seq 1 "$ROUNDS"); do
             'BEGIN { printf "%.3f\n", n / ((p + s * (n - 1)) / 1000) }' >> "$tmp/total_$p"
         env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_PRELOAD="$tcmalloc" OMP_WAIT_POLICY=PASSIVE \
             OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 \
-            TRANSFORMERS_VERBOSITY=error $PY scripts/bench_generate.py --hf-dir "$tmp/hf_$p" --dtype $p \
+            TRANSFORMERS_VERBOSITY=error $PY scripts/bench/bench_generate.py --hf-dir "$tmp/hf_$p" --dtype $p \
             --prompt-ids "$tmp/prompt.ids" -n "$NEW" --threads "$THREADS" --ids-out "$tmp/hf_$p.ids" > "$tmp/hf.out" 2>&1 ||
-            { cat "$tmp/hf.out" >&2; echo "error: scripts/bench_generate.py failed (transformers generate, $p)" >&2; exit 1; }
+            { cat "$tmp/hf.out" >&2; echo "error: scripts/bench/bench_generate.py failed (transformers generate, $p)" >&2; exit 1; }
         echo "$p: $(tail -n 1 "$tmp/hf.out")"
         sed -n 's/.* tok_per_s=\([0-9.]*\).*/\1/p' "$tmp/hf.out" >> "$tmp/hf_total_$p"
         sed -n 's/.* decode_tok_per_s=\([0-9.]*\).*/\1/p' "$tmp/hf.out" >> "$tmp/hf_step_$p"

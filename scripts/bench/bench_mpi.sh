@@ -10,7 +10,7 @@
 #   STEPS=N (default 4: 3 timed)   SHAPES="B:T ..." (default "4:64 8:256")
 #   ZERO_STAGES="0 1" (the -z of the 2-rank runs)   OVERLAPS="0 1" (the LLMC_OVERLAP values)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-4}
 SHAPES=${SHAPES:-"4:64 8:256"}
 ZERO_STAGES=${ZERO_STAGES:-"0 1"}

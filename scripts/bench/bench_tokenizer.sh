@@ -4,7 +4,7 @@
 # vocabulary (or GPT2_VOCAB_DIR) and TINYSHAKESPEARE_TXT (or make data's copy).
 # The measurement holds the machine's CPU lock exclusively.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 vocab=${GPT2_VOCAB_DIR:-data/gpt2}
 text=${TINYSHAKESPEARE_TXT:-data/tinyshakespeare/input.txt}
 [ -f "$vocab/encoder.json" ] || { echo "error: $vocab/encoder.json: missing (run make data or set GPT2_VOCAB_DIR)" >&2; exit 1; }

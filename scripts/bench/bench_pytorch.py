@@ -10,7 +10,7 @@ torch.autocast("cpu", dtype=torch.bfloat16), so the matmuls run on oneDNN's
 bf16 kernels; parameters, gradients and AdamW stay fp32, as PyTorch's AMP
 recipe says).
 
-  .venv/bin/python scripts/bench_pytorch.py --depth d12 -B 4 -T 64 --steps 6 --threads 2 \
+  .venv/bin/python scripts/bench/bench_pytorch.py --depth d12 -B 4 -T 64 --steps 6 --threads 2 \
       --precision bf16 --mode compile --optimizer fused
 
 prints its configuration, one line per step (the first `warmup` steps are not
@@ -27,7 +27,7 @@ timed); the run fails if they differ by more than the precision allows, if
 dynamo compiled no graph (a silent fall-back to eager), or if it compiled
 again during the timed steps.
 Batches are read from a token shard (llm.c format), as train_gpt2 reads them.
-The process environment (LD_PRELOAD of tcmalloc, OMP_* settings) is scripts/bench.sh's.
+The process environment (LD_PRELOAD of tcmalloc, OMP_* settings) is scripts/bench/bench.sh's.
 """
 import argparse
 import os
