@@ -130,7 +130,7 @@ setup: ## a fresh machine: packages, the Python venv, the build, the data
 train: train_gpt2 ## a short real training run of GPT-2 d6 on Tiny Shakespeare, and its loss plot
 	./train_gpt2 -e d6 -b 8 -t 128 -x 300 -u 30 -l 1e-3 -q 0.1 -c 0.1 -v 50 -m 10 -s 100 -g 128 \
 		-n 100 --keep 2 -o log_d6
-	scripts/plot_loss log_d6/main.log
+	scripts/tools/plot_loss log_d6/main.log
 
 # Every program and kernel path (fp32, bf16 native and emulated, the portable build) on
 # small models with short runs and a few mutants each: TEST_QUICK=1 in every scripts/test_*.sh.

@@ -191,10 +191,10 @@ else
 fi
 
 # --- the loss plot
-if scripts/plot_loss "$tmp/cos/main.log" "$tmp/loss.png" > /dev/null 2>&1 && \
+if scripts/tools/plot_loss "$tmp/cos/main.log" "$tmp/loss.png" > /dev/null 2>&1 && \
    [ "$(head -c 8 "$tmp/loss.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(stat -c %s "$tmp/loss.png")" -gt 5000 ]; then
-    pass "scripts/plot_loss draws main.log as a PNG"
+    pass "scripts/tools/plot_loss draws main.log as a PNG"
 else
     fail "plot_loss" "no PNG"
 fi
-expect_error "plot_loss on a missing log" 1 "nope.log" scripts/plot_loss "$tmp/nope.log" "$tmp/x.png"
+expect_error "plot_loss on a missing log" 1 "nope.log" scripts/tools/plot_loss "$tmp/nope.log" "$tmp/x.png"

@@ -106,9 +106,9 @@ roundtrip() {
 # ---------------------------------------------------------------- Unicode tables
 if [ "$quick" = 1 ]; then :
 elif [ -f /usr/share/unicode/UnicodeData.txt ] && [ -f /usr/share/unicode/PropList.txt ]; then
-    "$PY" scripts/gen_unicode_tables.py /usr/share/unicode >"$tmp/unicode_tables.h" 2>&1
+    "$PY" scripts/tools/gen_unicode_tables.py /usr/share/unicode >"$tmp/unicode_tables.h" 2>&1
     same unicode_tables_regenerate_identically "$tmp/unicode_tables.h" llmc/unicode_tables.h \
-        "llmc/unicode_tables.h is not what scripts/gen_unicode_tables.py makes from /usr/share/unicode"
+        "llmc/unicode_tables.h is not what scripts/tools/gen_unicode_tables.py makes from /usr/share/unicode"
     ./tokenize --char-classes >"$tmp/classes.txt"
     # the classes against another implementation of Unicode's properties: the regex module's
     if "$PY" scripts/reference/tokenizer_test_data.py compare-classes /usr/share/unicode/UnicodeData.txt "$tmp/classes.txt" >"$tmp/classes.log" 2>&1; then
