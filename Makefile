@@ -133,19 +133,19 @@ train: train_gpt2 ## a short real training run of GPT-2 d6 on Tiny Shakespeare, 
 	scripts/tools/plot_loss log_d6/main.log
 
 # Every program and kernel path (fp32, bf16 native and emulated, the portable build) on
-# small models with short runs and a few mutants each: TEST_QUICK=1 in every scripts/test_*.sh.
+# small models with short runs and a few mutants each: TEST_QUICK=1 in every scripts/tests/test_*.sh.
 test: all ## the quick tests: every program and kernel path, a few mutants (run_tests.sh --quick)
-	bash scripts/run_tests.sh --quick
+	bash scripts/tests/run_tests.sh --quick
 
 # The whole suite (.ci/run): every config, build variant and mutant, the fuzzing, sanitizer
 # and multi-host runs; about 35 minutes on 2 cores.
-test-all: all ## the whole test suite, as CI runs it (scripts/run_tests.sh)
-	bash scripts/run_tests.sh
+test-all: all ## the whole test suite, as CI runs it (scripts/tests/run_tests.sh)
+	bash scripts/tests/run_tests.sh
 
 # Training killed (SIGKILL, SIGTERM) at random moments and resumed, for SOAK_SECONDS
-# (default 1800); the final model must equal an uninterrupted run's (scripts/soak.sh).
+# (default 1800); the final model must equal an uninterrupted run's (scripts/tests/soak.sh).
 soak: train_gpt2 ## training killed and resumed at random moments for SOAK_SECONDS
-	bash scripts/soak.sh
+	bash scripts/tests/soak.sh
 
 clean: ## removes the programs and build/
 	rm -f $(PROGRAMS) $(TOOLS)

@@ -203,7 +203,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
 // testing hooks: LLMC_FAULT="nan-loss:S" makes step S's loss NaN;
 // "kill-in-checkpoint:S" sends SIGKILL to ourselves halfway through writing
 // checkpoint S's model file; "term-in-checkpoint:S" sends two SIGTERMs there instead.
-// Used by scripts/test_resume.sh and scripts/test_signals.sh only.
+// Used by scripts/tests/test_resume.sh and scripts/tests/test_signals.sh only.
 
 typedef struct { int nan_loss_step, kill_checkpoint_step; } Faults;
 

@@ -23,7 +23,7 @@
 # briefly then sleep whatever it says (llmc/barrier.h); it still applies to the prompt's
 # batched forward and to the start and end of each token's parallel region.
 #   THREADS=2 ROUNDS=3 NEW=64 OMP_WAIT_POLICY=passive bash scripts/bench/bench_generate.sh
-# (DEPTH=d6 times a smaller GPT-2 instead: scripts/test_bench.sh's quick run.)
+# (DEPTH=d6 times a smaller GPT-2 instead: scripts/tests/test_bench.sh's quick run.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-2}

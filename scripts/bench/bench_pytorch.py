@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 PyTorch's time per training step of GPT-2 (forward, backward, AdamW), the peer
-of train_gpt2 in scripts/bench.sh. A nanoGPT-style model, written as a careful
+of train_gpt2 in scripts/bench/bench.sh. A nanoGPT-style model, written as a careful
 PyTorch 2 user would write it: F.scaled_dot_product_attention(is_causal=True)
 for the attention, AdamW fused or foreach (--optimizer), the model eager or
 under torch.compile (--mode compile: the default inductor backend), in fp32 or

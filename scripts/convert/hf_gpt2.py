@@ -8,7 +8,7 @@ end]}, optional "__metadata__": {str: str}}), then the raw little-endian tensor
 bytes, offsets relative to the end of the header. Not the safetensors library:
 its numpy interface cannot hold bf16 (its torch one would make every conversion
 load PyTorch), and its errors do not name the tensor and the problem as ours do.
-scripts/test_convert.sh checks this code against transformers both ways (our
+scripts/tests/test_convert.sh checks this code against transformers both ways (our
 files through GPT2LMHeadModel.from_pretrained, save_pretrained's through ours).
 
 Every problem with an input is raised as BadInput with a one-line message; the

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """
-PyTorch reference for ./eval (scripts/test_eval.sh), in float64.
+PyTorch reference for ./eval (scripts/tests/test_eval.sh), in float64.
 
     /usr/bin/python3 scripts/reference/eval_reference.py --model MODEL.bin --jsonl ITEMS.jsonl --evalfile ITEMS.bin
     /usr/bin/python3 scripts/reference/eval_reference.py --model MODEL.bin --shard VAL.bin -B 4 -T 64 -m 5

@@ -1,5 +1,5 @@
 """
-The reference encoder of scripts/test_tokenizer.sh: tiktoken (OpenAI's BPE, Rust core)
+The reference encoder of scripts/tests/test_tokenizer.sh: tiktoken (OpenAI's BPE, Rust core)
 built from the local GPT-2 vocabulary files, no network.
 
     .venv/bin/python scripts/reference/gpt2_tiktoken.py VOCAB_DIR [--js-space] [--llmc-sections] FILE > ids.txt

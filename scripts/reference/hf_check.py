@@ -1,6 +1,6 @@
 """
 transformers' own GPT2LMHeadModel as the judge of our Hugging Face files, for
-scripts/test_convert.sh. Offline: every model is a local directory.
+scripts/tests/test_convert.sh. Offline: every model is a local directory.
 
     .venv/bin/python scripts/reference/hf_check.py init OUT_DIR --layers L --heads NH --channels C --max-seq-len T [--seed N]
         a GPT-2 of that shape (vocabulary 50257) initialized by transformers, saved with save_pretrained

@@ -1,9 +1,9 @@
 """
 A random GPT-2 written in Hugging Face's layout, for the conversion tests
-(scripts/test_convert.sh): the layouts the hub's checkpoints come in, including
+(scripts/tests/test_convert.sh): the layouts the hub's checkpoints come in, including
 those today's transformers no longer writes (no "transformer." prefix, the mask
 buffers, fp16, no config.json). transformers' own save_pretrained is tested with
-scripts/hf_check.py.
+scripts/reference/hf_check.py.
 
     .venv/bin/python scripts/reference/make_hf_gpt2.py --layers 2 --heads 2 --channels 128 \
         --max-seq-len 48 --vocab 1001 [--seed N] OUT_DIR[:OPTION,...] ...

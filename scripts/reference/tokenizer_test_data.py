@@ -1,5 +1,5 @@
 """
-Test inputs and checks for scripts/test_tokenizer.sh.
+Test inputs and checks for scripts/tests/test_tokenizer.sh.
 
     .venv/bin/python scripts/reference/tokenizer_test_data.py stress OUT [--no-js-deviations]
         writes the multilingual stress text (valid UTF-8). With --no-js-deviations the

@@ -2,11 +2,11 @@
 # checkpoints, exact resume (also after SIGKILL), corrupt checkpoints,
 # non-finite steps, the loss plot. Uses the small "odd" reference model (V=517).
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
-if [ ! -f $model ]; then fail "resume tests" "$model is missing (scripts/test_gpt2.sh writes it)"; exit 0; fi
+if [ ! -f $model ]; then fail "resume tests" "$model is missing (scripts/tests/test_gpt2.sh writes it)"; exit 0; fi
 data=data/synth
 [ -f $data/synth_val_000000.bin ] || $PY scripts/reference/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
 tmp=$(mktemp -d)

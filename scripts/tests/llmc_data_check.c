@@ -6,12 +6,12 @@ Test helper: reads llm.c data the way the trainer will, and prints it back as te
 Loads the tokenizer with llmc/tokenizer.h (the trainer's API), checks each shard's
 header (magic 20240520, version 1) and that its token count matches the file
 size, then writes the bytes of every token to stdout (EOT as "<|endoftext|>").
-Prints "SHARD: N tokens" for each shard on stderr. Built by scripts/test_tokenizer.sh.
+Prints "SHARD: N tokens" for each shard on stderr. Built by scripts/tests/test_tokenizer.sh.
 */
 #include <stdio.h>
 #include <stdint.h>
-#include "../llmc/utils.h"
-#include "../llmc/tokenizer.h"
+#include "../../llmc/utils.h"
+#include "../../llmc/tokenizer.h"
 
 int main(int argc, char **argv) {
     if (argc < 3) { die("usage: llmc_data_check TOKENIZER.bin SHARD.bin..."); }

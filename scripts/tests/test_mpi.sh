@@ -3,7 +3,7 @@
 # number of ranks, a rank killed, bad input on one rank, and a run across two "hosts"
 # (network namespaces). OpenMPI over TCP, one thread per rank, a tiny 2-layer model.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 
 if ! command -v mpirun > /dev/null; then
@@ -259,4 +259,4 @@ else
 fi
 
 # --- two hosts: network namespaces joined by a veth pair, OpenMPI launching into them
-[ "$quick" = 1 ] || bash scripts/mpi_two_hosts.sh "$tmp" "${TRAIN[@]}"
+[ "$quick" = 1 ] || bash scripts/tests/mpi_two_hosts.sh "$tmp" "${TRAIN[@]}"

@@ -6,7 +6,7 @@
 # transformers' own GPT2LMHeadModel (scripts/reference/hf_check.py, offline) on the exports (fp32, bf16)
 # and on models transformers saved: eval's loss and generate's greedy tokens.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -1,12 +1,12 @@
 # train_gpt2 from the shell: flags, logs, learning, determinism, bad input.
 # Uses the small "odd" reference model (V=517) and a synthetic dataset.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
 if [ ! -f $model ]; then
-    fail "train tests" "$model is missing (scripts/test_gpt2.sh writes it)"
+    fail "train tests" "$model is missing (scripts/tests/test_gpt2.sh writes it)"
     exit 0
 fi
 data=data/synth
@@ -179,7 +179,7 @@ same_run() {
         diff <(grep -v "${quiet[@]}" "$1.out") <(grep -v "${quiet[@]}" "$2.out") > /dev/null
 }
 if [ ! -f $chunks ]; then
-    fail "--recompute tests" "$chunks is missing (scripts/test_gpt2.sh writes it)"
+    fail "--recompute tests" "$chunks is missing (scripts/tests/test_gpt2.sh writes it)"
 else
     expect_error "--recompute 2" 2 "^error: --recompute: 2 is outside 0\.\.1" ./train_gpt2 --recompute 2
     for precision in fp32 bf16; do

@@ -2,11 +2,11 @@
 # it: the run stops at its next batch with a one-line error naming the shard and
 # what happened (llmc/dataloader.h), never a crash or other tokens.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
-if [ ! -f $model ]; then fail "shard change tests" "$model is missing (scripts/test_gpt2.sh writes it)"; exit 0; fi
+if [ ! -f $model ]; then fail "shard change tests" "$model is missing (scripts/tests/test_gpt2.sh writes it)"; exit 0; fi
 make -s train_gpt2 || { fail "shard change tests" "make train_gpt2 failed"; exit 0; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -8,11 +8,11 @@
 # train and val losses, and no corrupt or unreadable checkpoint ever met on a
 # resume (the trainer's "warning:" lines; any "error:" ends the soak). Prints the
 # counts of kills, graceful stops, resumes and steps.
-#     SOAK_SECONDS=300 nice -n 15 bash scripts/soak.sh
+#     SOAK_SECONDS=300 nice -n 15 bash scripts/tests/soak.sh
 # Environment: SOAK_SECONDS, SOAK_STEPS, SOAK_DIR (work directory, default a
 # temporary one, removed after a clean soak), SOAK_SEED (bash's $RANDOM seed).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 SECONDS_TOTAL=${SOAK_SECONDS:-1800}
 STEPS=${SOAK_STEPS:-400}
 RANDOM=${SOAK_SEED:-$$}
@@ -21,7 +21,7 @@ PY=$PWD/.venv/bin/python
 work=${SOAK_DIR:-$(mktemp -d)}
 mkdir -p "$work"
 [ -x ./train_gpt2 ] || make train_gpt2
-# scripts/test_gpt2.sh's small config, copied (or made here if missing): like the shards
+# scripts/tests/test_gpt2.sh's small config, copied (or made here if missing): like the shards
 # below, the soak's own, which no test running meanwhile can rewrite or delete
 model=$work/odd/model.bin
 mkdir -p "$work/odd"

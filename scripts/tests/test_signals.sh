@@ -6,11 +6,11 @@
 # checkpoint resumable. Real signals, sent to the trainer process itself.
 # Uses the small "odd" reference model (V=517) and the synthetic shards.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 
 model=data/ref/odd/model.bin
-if [ ! -f $model ]; then fail "signal tests" "$model is missing (scripts/test_gpt2.sh writes it)"; exit 0; fi
+if [ ! -f $model ]; then fail "signal tests" "$model is missing (scripts/tests/test_gpt2.sh writes it)"; exit 0; fi
 data=data/synth
 [ -f $data/synth_val_000000.bin ] || $PY scripts/reference/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
 tmp=$(mktemp -d)

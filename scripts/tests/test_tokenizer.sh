@@ -12,8 +12,8 @@
 # data/tinyshakespeare/input.txt, a copy of the given file or the download). Reference token
 # ids are cached in data/ref-cache/ by the input's SHA-256.
 set -u
-cd "$(dirname "$0")/.."
-source scripts/testlib.sh
+cd "$(dirname "$0")/../.."
+source scripts/tests/testlib.sh
 
 # TEST_QUICK=1 (make test): the build, Tiny Shakespeare and the stress text against tiktoken,
 # invalid UTF-8, tokenize's errors, prepare_data's outputs and formats, one streaming comparison
@@ -45,7 +45,7 @@ else
     fail build_warning_free "make failed: $(tail -n 3 "$tmp/build.log" | tr '\n' ' ')"
     exit 0
 fi
-gcc -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function -o "$tmp/llmc_data_check" scripts/llmc_data_check.c 2>"$tmp/check_build.log" \
+gcc -O2 -std=gnu11 -Wall -Wextra -Wno-unused-function -o "$tmp/llmc_data_check" scripts/tests/llmc_data_check.c 2>"$tmp/check_build.log" \
     || fail build_check_tool "$(head -n 3 "$tmp/check_build.log" | tr '\n' ' ')"
 CHECK=$tmp/llmc_data_check
 
@@ -346,7 +346,7 @@ prep -i "$tmp/blank.txt" -o "$tmp/blank" --name b --split-blank-lines --block-by
 tokens_of "$tmp/blank/b_train_000000.bin" >"$tmp/blank.ids"
 same split_blank_lines_edge_cases "$tmp/blank.ids" "$(ref_ids "$tmp/blank.txt" --llmc-sections)"
 
-# (prepare_data's progress lines: scripts/test_prepare_data.sh)
+# (prepare_data's progress lines: scripts/tests/test_prepare_data.sh)
 
 # gzip input, read transparently, and stdin
 gzip -c "$TS" >"$tmp/ts.txt.gz"

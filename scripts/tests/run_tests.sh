@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every scripts/test_*.sh (or the ones named) from the repository root and
+# Runs every scripts/tests/test_*.sh (or the ones named) from the repository root and
 # ends with the line "N passed, N failed". Exit status 0 only if none failed and
 # at least one check passed.
 #   --quick   (make test) sets TEST_QUICK=1: each script keeps its cheapest
@@ -9,10 +9,10 @@
 # A script that exits non-zero, or prints no PASS or FAIL line at all, counts as
 # one failed check: a script that dies half-way cannot pass unnoticed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ "${1:-}" = --quick ]; then export TEST_QUICK=1; shift; fi
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(scripts/test_*.sh)
+[ ${#tests[@]} -gt 0 ] || tests=(scripts/tests/test_*.sh)
 log=$(mktemp)    # every script's output
 out=$(mktemp)    # the current script's
 times=$(mktemp)

@@ -5,7 +5,7 @@
 # loss over shards against PyTorch and against train_gpt2's; the training run's
 # "s:STEP eval:ACC" lines; bad input; deliberately broken scoring must fail.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -3,7 +3,7 @@
 # elements (-DZERO_MAX_COUNT=7) so that small arrays take the split path that counts past
 # INT_MAX take, and with the real limit; mutants of the splitting must fail.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 FLAGS=(-O2 -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-unused-parameter)

@@ -4,8 +4,8 @@
 # total for gzip and stdin) and a last "done" line; on a terminal, one line redrawn with \r;
 # the shards the same bytes with and without it. Mutants of the progress must fail.
 set -u
-cd "$(dirname "$0")/.."
-source scripts/testlib.sh
+cd "$(dirname "$0")/../.."
+source scripts/tests/testlib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 VOCAB=data/gpt2

@@ -1,11 +1,11 @@
 # A data-parallel run across two "hosts" on this machine: two network namespaces joined
 # by a veth pair, each with its own private address, and OpenMPI launching one rank into
 # each through `ip netns exec` (its rsh launch agent; the host names are the namespace
-# names), TCP between them on the veth addresses only. Called by scripts/test_mpi.sh:
-#   bash scripts/mpi_two_hosts.sh TMPDIR TRAIN_ARGS...
+# names), TCP between them on the veth addresses only. Called by scripts/tests/test_mpi.sh:
+#   bash scripts/tests/mpi_two_hosts.sh TMPDIR TRAIN_ARGS...
 # Prints PASS/FAIL lines (testlib.sh), or a SKIP line where namespaces cannot be made.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 tmp=$1; shift
 TRAIN=("$@")
 

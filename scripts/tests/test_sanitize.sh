@@ -4,7 +4,7 @@
 # round trips, and prepare_data (plain, gzip, threads, small blocks), each with
 # zero sanitizer reports (leak checking on, OpenMP on 2 threads).
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -45,7 +45,7 @@ clean() {
     else fail "$name" "$(grep -m 2 -E 'SUMMARY|ERROR|runtime error' "$tmp/err" | tr '\n' ' ') $(tail -n 2 "$tmp/err" | tr '\n' ' ')"; fi
 }
 
-# --- test_gpt2 on the small references (scripts/test_gpt2.sh writes them; made here if missing)
+# --- test_gpt2 on the small references (scripts/tests/test_gpt2.sh writes them; made here if missing)
 declare -A REF_ARGS=(
     [odd]="--layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 -B 3 -T 29 --steps 10 --seed 7"
     [tiny]="--layers 1 --heads 1 --channels 5 --max-seq-len 7 --vocab 11 -B 1 -T 7 --steps 10 --seed 3"

@@ -1,4 +1,4 @@
-# Sourced by scripts/test_*.sh. Each check prints one line, "PASS name" or
+# Sourced by scripts/tests/test_*.sh. Each check prints one line, "PASS name" or
 # "FAIL name: why"; run_tests.sh counts them.
 
 pass() { printf 'PASS %s\n' "$1"; }

@@ -2,7 +2,7 @@
 # the sampler on crafted logits (test_sampler), broken versions of both that must fail,
 # and generate from the shell: determinism, greedy, prompts, decoders, end-of-text, bad input.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -1,7 +1,7 @@
 # The model against PyTorch: references for several configs, test_gpt2 on each,
 # deliberately broken kernels that must fail the check, and bad input files.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 PY=$PWD/.venv/bin/python
 
 # reference NAME ARGS...: writes data/ref/NAME with scripts/reference/gpt2_reference.py,

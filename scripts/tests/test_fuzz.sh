@@ -3,7 +3,7 @@
 # for FUZZ_SECONDS (default 20) without a finding (fuzz/run.sh); and broken loaders
 # (mutants of the real headers, built the same way) are caught.
 set -u
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 # TEST_QUICK=1 (make test): the committed inputs and 1 s of fuzzing per harness, two mutants
 quick=${TEST_QUICK:-0}
 if [ "$quick" = 1 ]; then seconds=${FUZZ_SECONDS:-1}; else seconds=${FUZZ_SECONDS:-20}; fi
