@@ -78,7 +78,7 @@ test_sampler: test_sampler.c $(HEADERS) ## the sampler's checks
 # (KV cache, fp32 and bf16), whose greedy fp32 text must be generate's.
 bench-generate: generate tokenize ## generate's tokens/s on GPT-2 124M against the bandwidth bound and transformers
 	$(MAKE) -C dev/cpu read_bandwidth
-	bash scripts/bench_generate.sh
+	bash scripts/bench/bench_generate.sh
 
 
 tokenize: tokenize.c $(HEADERS) ## the GPT-2 BPE encoder
@@ -87,20 +87,20 @@ tokenize: tokenize.c $(HEADERS) ## the GPT-2 BPE encoder
 prepare_data: prepare_data.c $(HEADERS) ## text to llm.c token shards
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-# Tiny Shakespeare and the GPT-2 vocabulary in data/ (see scripts/setup_data.sh for
+# Tiny Shakespeare and the GPT-2 vocabulary in data/ (see scripts/setup/setup_data.sh for
 # TINYSHAKESPEARE_TXT and GPT2_VOCAB_DIR).
 data: prepare_data ## Tiny Shakespeare and the GPT-2 vocabulary in data/
-	bash scripts/setup_data.sh
+	bash scripts/setup/setup_data.sh
 
 # The training step (fp32, bf16) against a tuned PyTorch 2's (eager and torch.compile, fp32 and
-# bf16 autocast), both batch shapes, with a progress line per run (scripts/bench.sh).
+# bf16 autocast), both batch shapes, with a progress line per run (scripts/bench/bench.sh).
 bench: train_gpt2 ## the training step, fp32 and bf16, against PyTorch 2's four modes
 	$(MAKE) -C dev/cpu fma_peak
-	bash scripts/bench.sh
+	bash scripts/bench/bench.sh
 
-# Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench_mpi.sh).
+# Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench/bench_mpi.sh).
 bench-mpi: train_gpt2 ## data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads
-	bash scripts/bench_mpi.sh
+	bash scripts/bench/bench_mpi.sh
 
 # perf's view of a few GPT-2 124M steps: a build with symbols and frame pointers
 # (kernels kept out of line so each shows under its own name), recorded after the
@@ -120,32 +120,32 @@ profile: ## perf's view of a few GPT-2 124M steps, and the per-kernel times
 
 # Encoding speed on Tiny Shakespeare, single- and multi-threaded, in MB/s.
 bench-tokenizer: tokenize ## the encoder's MB/s on Tiny Shakespeare, one thread and all
-	bash scripts/bench_tokenizer.sh
+	bash scripts/bench/bench_tokenizer.sh
 
-# A fresh machine: packages, build, data (scripts/setup.sh).
+# A fresh machine: packages, build, data (scripts/setup/setup.sh).
 setup: ## a fresh machine: packages, the Python venv, the build, the data
-	bash scripts/setup.sh
+	bash scripts/setup/setup.sh
 
 # The main job: a short real training run of GPT-2 d6 on Tiny Shakespeare.
 train: train_gpt2 ## a short real training run of GPT-2 d6 on Tiny Shakespeare, and its loss plot
 	./train_gpt2 -e d6 -b 8 -t 128 -x 300 -u 30 -l 1e-3 -q 0.1 -c 0.1 -v 50 -m 10 -s 100 -g 128 \
 		-n 100 --keep 2 -o log_d6
-	scripts/plot_loss log_d6/main.log
+	scripts/tools/plot_loss log_d6/main.log
 
 # Every program and kernel path (fp32, bf16 native and emulated, the portable build) on
-# small models with short runs and a few mutants each: TEST_QUICK=1 in every scripts/test_*.sh.
+# small models with short runs and a few mutants each: TEST_QUICK=1 in every scripts/tests/test_*.sh.
 test: all ## the quick tests: every program and kernel path, a few mutants (run_tests.sh --quick)
-	bash scripts/run_tests.sh --quick
+	bash scripts/tests/run_tests.sh --quick
 
 # The whole suite (.ci/run): every config, build variant and mutant, the fuzzing, sanitizer
 # and multi-host runs; about 35 minutes on 2 cores.
-test-all: all ## the whole test suite, as CI runs it (scripts/run_tests.sh)
-	bash scripts/run_tests.sh
+test-all: all ## the whole test suite, as CI runs it (scripts/tests/run_tests.sh)
+	bash scripts/tests/run_tests.sh
 
 # Training killed (SIGKILL, SIGTERM) at random moments and resumed, for SOAK_SECONDS
-# (default 1800); the final model must equal an uninterrupted run's (scripts/soak.sh).
+# (default 1800); the final model must equal an uninterrupted run's (scripts/tests/soak.sh).
 soak: train_gpt2 ## training killed and resumed at random moments for SOAK_SECONDS
-	bash scripts/soak.sh
+	bash scripts/tests/soak.sh
 
 clean: ## removes the programs and build/
 	rm -f $(PROGRAMS) $(TOOLS)

@@ -46,7 +46,7 @@ static void print_usage(FILE *out) {
         "  -b N              batch size B for -j   default 4\n"
         "  -t N              sequence length T for -j   default the model's maxT, at most 1024\n"
         "  -m N              batches of -j to score, -1 = all   default -1\n"
-        "  --hellaswag FILE  an eval file (scripts/prepare_hellaswag.py): acc and acc_norm\n"
+        "  --hellaswag FILE  an eval file (scripts/convert/prepare_hellaswag.py): acc and acc_norm\n"
         "  --max-examples N  score the first N examples only, -1 = all   default -1\n"
         "  --verbose 0|1     print every example's ending losses   default 0\n"
         "  --precision fp32|bf16   matmul operands in fp32, or rounded to bf16 (fp32 sums)   default fp32\n"

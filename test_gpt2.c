@@ -1,5 +1,5 @@
 /*
-Checks the model against a PyTorch reference (scripts/gpt2_reference.py).
+Checks the model against a PyTorch reference (scripts/reference/gpt2_reference.py).
 
   ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS] [--precision fp32|bf16] [--recompute 0|1]
 
@@ -244,7 +244,7 @@ static void compare_activation(void *ctx, const char *name, int layer, float *da
 
 static void print_usage(FILE *out) {
     fprintf(out, "usage: ./test_gpt2 -e MODEL -s STATE [-l LOSSES] [-a ACTIVATIONS] [--precision fp32|bf16] [--recompute 0|1]\n"
-                 "  files written by scripts/gpt2_reference.py (with the same --precision)\n");
+                 "  files written by scripts/reference/gpt2_reference.py (with the same --precision)\n");
 }
 
 int main(int argc, char **argv) {
@@ -360,7 +360,7 @@ int main(int argc, char **argv) {
         float ref_step = (float)ref_step_losses[step];
         accumulate(comparison_for(name, precision == PRECISION_BF16 ? TOL_STEP_LOSS_BF16 : TOL_STEP_LOSS), &loss,
                    &ref_step, 1);
-        // the reference's AdamW (scripts/gpt2_reference.py): PyTorch's default betas, no weight decay
+        // the reference's AdamW (scripts/reference/gpt2_reference.py): PyTorch's default betas, no weight decay
         const float ref_lr = 1e-4f, ref_beta1 = 0.9f, ref_beta2 = 0.999f, ref_eps = 1e-8f;
         gpt2_update(&model, ref_lr, ref_beta1, ref_beta2, ref_eps, 0.0f, 1.0f, step + 1);
     }

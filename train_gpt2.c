@@ -113,7 +113,7 @@ static void print_usage(FILE *out) {
         "  --temperature F   sampling temperature, 0 = greedy   default 1.0\n"
         "  --top-k N   sample from the N most likely tokens, 0 = all   default 0\n"
         "  --eval-every N    HellaSwag accuracy every N steps and at the end, 0 = never   default 0\n"
-        "  --eval-file FILE  its eval file (scripts/prepare_hellaswag.py)\n"
+        "  --eval-file FILE  its eval file (scripts/convert/prepare_hellaswag.py)\n"
         "  -n N        checkpoint every N steps and at the end (needs -o), 0 = never   default 0\n"
         "  --keep K    keep the newest K checkpoints, 0 = all   default 0\n"
         "  -y 0|1      resume from the newest complete checkpoint in -o   default 0\n"
@@ -203,7 +203,7 @@ static void parse_args(TrainArgs *a, int argc, char **argv) {
 // testing hooks: LLMC_FAULT="nan-loss:S" makes step S's loss NaN;
 // "kill-in-checkpoint:S" sends SIGKILL to ourselves halfway through writing
 // checkpoint S's model file; "term-in-checkpoint:S" sends two SIGTERMs there instead.
-// Used by scripts/test_resume.sh and scripts/test_signals.sh only.
+// Used by scripts/tests/test_resume.sh and scripts/tests/test_signals.sh only.
 
 typedef struct { int nan_loss_step, kill_checkpoint_step; } Faults;
 

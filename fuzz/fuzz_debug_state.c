@@ -1,5 +1,5 @@
 // test_gpt2's debug state (llmc/debug_state.h), for the config of
-// data/ref/tiny (scripts/test_gpt2.sh): debug_state_try_load.
+// data/ref/tiny (scripts/tests/test_gpt2.sh): debug_state_try_load.
 #include "../llmc/debug_state.h"
 #include "fuzz_common.h"
 

@@ -10,7 +10,7 @@
 # ft: features), or "FAIL fuzz H: ..."; exit status 1 if any failed.
 set -u
 cd "$(dirname "$0")/.."
-source scripts/testlib.sh
+source scripts/tests/testlib.sh
 seconds=${FUZZ_SECONDS:-60}
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then

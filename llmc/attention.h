@@ -46,7 +46,7 @@ bf16 (nearest even) and sum in fp32: Q, K, V, dout, and P and dS as they are com
 softmax, D and dS itself stay fp32. They are packed as pair words for vdpbf16ps (see "bf16"
 in llmc/attention_kernel.h). The forward rounds p = exp(score - m) as it feeds the product with V, m the running
 maximum of the online softmax after the key's block of ATTN_BK (FlashAttention-2's order; the
-reference, scripts/gpt2_reference.py, computes the same m); the backward rounds P = exp(score -
+reference, scripts/reference/gpt2_reference.py, computes the same m); the backward rounds P = exp(score -
 lse), which it recomputes.
 
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die

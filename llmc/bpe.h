@@ -15,7 +15,7 @@ The steps are those of OpenAI's encoder.py (tiktoken's "gpt2" encoding behaves t
 Where references differ: JavaScript's \s (used by GPT-2 encoders written in
 JavaScript) is not White_Space: it counts U+FEFF as a space and not U+0085.
 Here both follow White_Space (U+0085 is a space, U+FEFF a symbol), as Python's
-regex module and tiktoken do; scripts/test_tokenizer.sh checks that these two code
+regex module and tiktoken do; scripts/tests/test_tokenizer.sh checks that these two code
 points are the only differences and pins their effect on small texts. Characters
 assigned after the tables' Unicode version (see unicode_tables.h) count as
 "other"; a reference built on a newer Unicode may call some of them letters.

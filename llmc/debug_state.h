@@ -1,5 +1,5 @@
 /*
-Readers of test_gpt2's inputs written by scripts/gpt2_reference.py.
+Readers of test_gpt2's inputs written by scripts/reference/gpt2_reference.py.
 
 The debug state (llm.c's gpt2_124M_debug_state.bin, version 2): a 256 x int32
 header (magic 20240327, version 2, B, T), then x (B*T int32), y (B*T int32), the

@@ -13,7 +13,7 @@ vector width VEC_WIDTH, which follows the target like every other kernel's:
 -DVEC_WIDTH=16|8|4 forces one. Any width compiles and runs on any x86-64: a vector wider
 than the target's is split by GCC into narrower ones, slow but the same arithmetic (with FMA
 where the target has it), which is how the AVX-512 variant is tested on an AVX2 machine
-(dev/cpu/gemm_check.c, scripts/test_gemm.sh, scripts/test_gpt2.sh).
+(dev/cpu/gemm_check.c, scripts/tests/test_gemm.sh, scripts/tests/test_gpt2.sh).
 
 This file also holds what every micro-kernel shares: the tile epilogue (gemm_tile_epilogue,
 gemm_tile_finish) and the descriptor (gemm_kernel) by which gemm.h's loops run any of them.

@@ -27,7 +27,7 @@ in every x86-64 build; chosen at run time (precision.h).
 
 -DGEMM_AMX_EMULATE builds the same packing and loops on a plain C model of the tile
 instructions (each pair's products added in the SDM's order, k then k+1, each add rounded):
-scripts/test_gemm.sh checks the packing and the loops this way on CPUs without AMX.
+scripts/tests/test_gemm.sh checks the packing and the loops this way on CPUs without AMX.
 */
 #pragma once
 

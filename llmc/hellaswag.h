@@ -3,7 +3,7 @@ HellaSwag (or any multiple-choice completion eval) scored as llm.c scores it,
 shared by eval.c and train_gpt2.c (--eval-every).
 
 The file is llm.c's eval file (dev/data/data_common.py write_evalfile; written
-here by scripts/prepare_hellaswag.py): a 256 x int32 header (magic 20240522,
+here by scripts/convert/prepare_hellaswag.py): a 256 x int32 header (magic 20240522,
 version 1, header[2] = number of examples, header[3] = the longest example in
 bytes), then per example a stream of uint16:
   65535 (start of example), the example's size in bytes (this whole stream),

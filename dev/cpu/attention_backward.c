@@ -25,7 +25,7 @@ exp, the elementwise softmax backward and D = dout.out (2*hs per query; version
 
 bf16 versions (--precision bf16: the kernels' arithmetic under matmul_set_precision(PRECISION_BF16),
 given the bf16 forward's out and lse):
-  1  simple: Bf16Attention.backward of scripts/gpt2_reference.py (the spec) in float64 on Q,
+  1  simple: Bf16Attention.backward of scripts/reference/gpt2_reference.py (the spec) in float64 on Q,
      K, V and dout rounded to bf16, P and dS rounded to bf16 where they enter the products
      (the reference)
   2  llmc/attention.h, emulated: fp32 FMAs over the bf16 pairs (CPUs without AVX512_BF16,
@@ -84,7 +84,7 @@ static void attention_backward1(float *dqkv, const float *dout, const float *out
 }
 
 // ----------------------------------------------------------------------------
-// version 1 in bf16: Bf16Attention.backward of scripts/gpt2_reference.py (the spec) written
+// version 1 in bf16: Bf16Attention.backward of scripts/reference/gpt2_reference.py (the spec) written
 // out: Q, K, V and dout rounded to bf16 (nearest even); per query D = dout . out, unrounded;
 // per key p = exp(score - lse) from the given lse, dp = dout . v, dS = p (dp - D) (unscaled);
 // dV += round(p) dout, dQ += scale round(dS) K, dK += scale round(dS) Q; all in float64, added

@@ -16,7 +16,7 @@ Versions:
      a time in registers
 
 bf16 versions (--precision bf16: the kernel's arithmetic under matmul_set_precision(PRECISION_BF16)):
-  1  simple: Bf16Attention.forward of scripts/gpt2_reference.py (the spec) in float64 on Q, K,
+  1  simple: Bf16Attention.forward of scripts/reference/gpt2_reference.py (the spec) in float64 on Q, K,
      V rounded to bf16, p = exp(score - m) rounded to bf16, m the running maximum after the
      key's block of ATTN_BK, then scaled by exp(m - lse) (the reference)
   2  llmc/attention.h, emulated: fp32 FMAs over the bf16 pairs (CPUs without AVX512_BF16,
@@ -84,7 +84,7 @@ static void attention_forward1(float *out, float *lse, const float *qkv, int B, 
 }
 
 // ----------------------------------------------------------------------------
-// version 1 in bf16: Bf16Attention.forward of scripts/gpt2_reference.py (the spec) written out:
+// version 1 in bf16: Bf16Attention.forward of scripts/reference/gpt2_reference.py (the spec) written out:
 // Q, K and V rounded to bf16 (nearest even), the scores and their log-sum-exp in float64; the
 // online softmax's order over blocks of ATTN_BK keys: m = the running maximum after the key's
 // block, p = exp(score - m) rounded to bf16 (through fp32, as the spec's round_bf16), and

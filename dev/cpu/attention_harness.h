@@ -28,7 +28,7 @@ static const struct { int B, T, C, NH; float amp; const char *what; } shapes[] =
 // The command line of both harnesses: [--precision fp32|bf16] [--check] [VERSION]
 //   VERSION           that version only (else all), still checked against version 1
 //   --precision bf16  the bf16 versions
-//   --check           checks only: no timing, no shape over T=512 (scripts/test_dev.sh)
+//   --check           checks only: no timing, no shape over T=512 (scripts/tests/test_dev.sh)
 // Every version also runs twice on the same input and must give the same bits.
 // Threads: OMP_NUM_THREADS (default: all cores); version 2 runs single-threaded sgemm calls
 // from each OpenMP thread.

@@ -1,5 +1,5 @@
 /*
-The bf16 dot-product peak, shared by fma_peak.c (scripts/bench.sh's MFU yardstick) and
+The bf16 dot-product peak, shared by fma_peak.c (scripts/bench/bench.sh's MFU yardstick) and
 matmul_bf16.c (its "% of peak"): every thread runs independent chains of vdpbf16ps that
 never touch memory. Each 512-bit vdpbf16ps multiplies 32 pairs of bf16 and adds them,
 pairwise, into 16 fp32 lanes: 64 flops. Compiled with a target attribute and called only

@@ -1,5 +1,5 @@
 /*
-The machine's arithmetic peaks, the yardsticks for MFU in scripts/bench.sh:
+The machine's arithmetic peaks, the yardsticks for MFU in scripts/bench/bench.sh:
 every thread runs independent chains of vector instructions that never touch memory.
 
   ./fma_peak        prints GFLOP/s with all threads (OMP_NUM_THREADS) and with one:

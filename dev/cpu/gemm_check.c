@@ -1,7 +1,7 @@
 /*
 Correctness of llmc/gemm.h and llmc/matmul.h against float64 references, for whichever
 micro-kernel variant this is compiled with (-DVEC_WIDTH=16|8|4, default: the target's).
-No OpenBLAS, no timing: scripts/test_gemm.sh builds it for every variant (the AVX-512 one
+No OpenBLAS, no timing: scripts/tests/test_gemm.sh builds it for every variant (the AVX-512 one
 too, on any x86-64) and runs it in CI.
 
   ./gemm_check          prints one line per check group and "N passed, N failed"; exit 1 on a failure

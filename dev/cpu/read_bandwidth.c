@@ -1,7 +1,7 @@
 /*
 The machine's memory read bandwidth: a streaming sum over a buffer much larger
 than the caches, each thread summing its own contiguous part (first touched by
-that thread). The yardstick for generate's tokens/s (scripts/bench_generate.sh):
+that thread). The yardstick for generate's tokens/s (scripts/bench/bench_generate.sh):
 one token of incremental decoding reads every weight once, so bytes of weights /
 this bandwidth is the fastest a token can be.
 

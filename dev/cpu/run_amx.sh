@@ -59,7 +59,7 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
         done
         # test_gpt2.sh's bf16 mutants, on the AMX path: each must fail, naming its tensor
         if [ -f data/ref/odd-bf16/model.bin ]; then
-            sed -n '/^MUTANTS=(/,/^)/p' scripts/test_gpt2.sh | grep '^ *"' | grep '|bf16' > build/bf16_mutants.txt
+            sed -n '/^MUTANTS=(/,/^)/p' scripts/tests/test_gpt2.sh | grep '^ *"' | grep '|bf16' > build/bf16_mutants.txt
             while IFS= read -r line; do
                 line="${line#"${line%%[![:space:]]*}"}"  # the array line's indentation off
                 eval "entry=$line"

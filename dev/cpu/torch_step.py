@@ -18,8 +18,8 @@ import time
 import torch
 
 
-# The model is make bench's (scripts/bench_pytorch.py): one definition of the PyTorch peer.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+# The model is make bench's (scripts/bench/bench_pytorch.py): one definition of the PyTorch peer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "bench"))
 from bench_pytorch import GPT  # noqa: E402
 
 

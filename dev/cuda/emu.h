@@ -2,7 +2,7 @@
 A CPU emulation of the few CUDA features the dev/cuda kernels use, so that the kernels'
 logic (indexing, masking of tails, barriers, warp shuffles, the partials and the
 last-block-done reduction) runs and is checked on a machine without a GPU, in CI
-(`make emu`, scripts/test_cuda.sh). It says nothing about speed, and the real compiler
+(`make emu`, scripts/tests/test_cuda.sh). It says nothing about speed, and the real compiler
 and hardware are not involved: the GPU run is the real test; this one catches logic bugs
 before spending GPU time.
 

@@ -1,0 +1,227 @@
+# The model against PyTorch: references for several configs, test_gpt2 on each,
+# deliberately broken kernels that must fail the check, and bad input files.
+set -u
+source scripts/tests/testlib.sh
+PY=$PWD/.venv/bin/python
+
+# reference NAME ARGS...: writes data/ref/NAME with scripts/reference/gpt2_reference.py,
+# unless it is there already from the same script and arguments.
+reference() {
+    local name=$1; shift
+    local dir=data/ref/$name
+    local stamp
+    stamp="$(sha256sum scripts/reference/gpt2_reference.py | cut -c1-16) $*"
+    if [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$stamp" ]; then return 0; fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    $PY scripts/reference/gpt2_reference.py "$@" --out "$dir" || return 1
+    echo "$stamp" > "$dir/stamp"
+}
+
+check_reference() {  # check_reference NAME [FLAGS...]: test_gpt2 on all four files of data/ref/NAME
+    local dir=data/ref/$1; shift
+    ./test_gpt2 -e "$dir/model.bin" -s "$dir/state.bin" -l "$dir/losses.txt" -a "$dir/activations.bin" "$@"
+}
+
+# TEST_QUICK=1 (make test): the small configs in fp32 and odd in bf16 (no GPT-2 124M), --recompute
+# and the bf16 emulated path on odd, the portable build, two mutants (make test-all: everything).
+quick=${TEST_QUICK:-0}
+quick_mutants="causal mask off by one|bf16 rounding by truncation instead"
+
+# Configs: GPT-2 124M as in llm.c's test; sizes that are multiples of nothing;
+# the smallest possible (one head of 5 channels, T = maxT); and one whose
+# B*T rows span several classifier chunks.
+CONFIGS=(
+    "d12|--depth d12 -B 4 -T 64 --steps 10"
+    "odd|--layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 -B 3 -T 29 --steps 10 --seed 7"
+    "tiny|--layers 1 --heads 1 --channels 5 --max-seq-len 7 --vocab 11 -B 1 -T 7 --steps 10 --seed 3"
+    "chunks|--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 3 -T 100 --steps 5 --seed 11"
+)
+# Each config in fp32, and in bf16 (NAME-bf16: the reference rounds the matmuls' operands as
+# test_gpt2 --precision bf16 does; see the top of test_gpt2.c).
+for entry in "${CONFIGS[@]}"; do
+    [ "$quick" = 1 ] && [ "${entry%%|*}" = d12 ] && continue
+    for precision in fp32 bf16; do
+        name=${entry%%|*}
+        args="${entry#*|} --precision $precision"
+        [ $precision = bf16 ] && name=$name-bf16
+        [ "$quick" = 1 ] && [ $precision = bf16 ] && [ $name != odd-bf16 ] && continue
+        # shellcheck disable=SC2086
+        if ! out=$(reference "$name" $args 2>&1); then
+            fail "reference $name" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
+            continue
+        fi
+        if out=$(check_reference "$name" --precision $precision 2>&1); then
+            # the 124M tables, summarized for the log
+            case $name in d12*) printf '%s\n' "$out" | grep -E '^(checking|tensor|logits|loss|grad\.|step 9|OK|FAIL)';; esac
+            pass "test_gpt2 matches PyTorch: $name ($args; $(printf '%s\n' "$out" | sed -n 's/.*matmuls: //p'))"
+        else
+            printf '%s\n' "$out" | grep -E 'MISMATCH|FAIL|error' | head -n 20
+            fail "test_gpt2 matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
+        fi
+    done
+done
+
+# --recompute 1 (train_gpt2's activation checkpointing): each block's forward re-run
+# before its backward, whose recomputed tensors are compared with the reference again.
+recompute_names="odd chunks tiny odd-bf16 chunks-bf16"; [ "$quick" = 1 ] && recompute_names="odd odd-bf16"
+for name in $recompute_names; do
+    precision=fp32; [ "${name%-bf16}" != "$name" ] && precision=bf16
+    if out=$(check_reference $name --precision $precision --recompute 1 2>&1); then
+        pass "test_gpt2 --recompute 1 matches PyTorch: $name"
+    else
+        fail "test_gpt2 --recompute 1 matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
+    fi
+done
+
+# bf16 on the fp32 micro-kernel over bf16-rounded panels, the path of CPUs without
+# AVX512_BF16, forced (on such a CPU the runs above took it already).
+emulated_names="odd chunks d12"; [ "$quick" = 1 ] && emulated_names=odd
+for name in $emulated_names; do
+    if out=$(LLMC_BF16_EMULATE=1 check_reference $name-bf16 --precision bf16 2>&1); then
+        pass "test_gpt2 matches PyTorch, bf16 emulated: $name ($(printf '%s\n' "$out" | sed -n 's/.*matmuls: //p'))"
+    else
+        fail "test_gpt2 matches PyTorch, bf16 emulated: $name" "$(printf '%s' "$out" | tail -n 1)"
+    fi
+done
+
+# Other builds must match at the same tolerances: the portable one (-march=x86-64:
+# SSE2 only), and one with the AVX-512 shapes of the vector kernels forced (16-lane
+# vectors, the 12x32 GEMM tile), which GCC runs here as pairs of narrower vectors:
+# the arithmetic of an AVX-512 machine, checked on any machine. An AVX-512 target
+# (-march=x86-64-v4) must also compile warning-free.
+# (Emulated 16-lane vectors are slow, so that build checks the small configs only.)
+BUILDS=(
+    "portable|PORTABLE=1|odd d12 odd-bf16"
+    "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WIDTH=16|odd tiny chunks odd-bf16"
+)
+for entry in "${BUILDS[@]}"; do
+    IFS='|' read -r what flags names <<< "$entry"
+    if [ "$quick" = 1 ]; then [ "$what" = portable ] || continue; names="odd odd-bf16"; fi
+    rm -rf build/variant && mkdir -p build/variant && cp -r Makefile test_gpt2.c llmc build/variant/
+    if ! out=$(make -s -C build/variant "$flags" test_gpt2 2>&1); then
+        fail "$what build" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+        continue
+    fi
+    for name in $names; do
+        precision=fp32; [ "${name%-bf16}" != "$name" ] && precision=bf16
+        if out=$(build/variant/test_gpt2 -e data/ref/$name/model.bin -s data/ref/$name/state.bin \
+                 -l data/ref/$name/losses.txt -a data/ref/$name/activations.bin --precision $precision 2>&1); then
+            pass "$what build matches PyTorch: $name"
+        else
+            fail "$what build matches PyTorch: $name" "$(printf '%s' "$out" | tail -n 1)"
+        fi
+    done
+done
+if [ "$quick" = 1 ]; then :
+elif out=$(gcc -O3 -std=gnu11 -march=x86-64-v4 -fopenmp -Wall -Wextra -Wno-unused-function -Wno-unused-parameter \
+         -Werror -c test_gpt2.c -o build/variant/avx512.o 2>&1); then
+    pass "an AVX-512 target (-march=x86-64-v4) compiles warning-free"
+else
+    fail "AVX-512 target compiles" "$(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+fi
+rm -rf build/variant
+
+# ----------------------------------------------------------------------------
+# Mutants: a copy of the sources with one deliberate bug each must fail the
+# check on the odd config, and name the tensor where the bug first shows.
+# Each line: file | sed expression | the first tensor expected to diverge | what
+#   [| bf16 (checked with --precision bf16 against odd-bf16) | environment]
+MUTANTS=(
+    "llmc/layernorm.h|s/#define LAYERNORM_EPS 1e-5f/#define LAYERNORM_EPS 1e-6f/|h.0.ln1_rstd|LayerNorm eps 1e-6 instead of 1e-5"
+    "llmc/attention.h|s/attn_iota() + (q0 + v \* ATTN_VW) < j;/attn_iota() + (q0 + v * ATTN_VW) < j - 1;/|h.0.att_lse|causal mask off by one: each query also sees the next key"
+    "llmc/attention.h|0,\\#const float scale = 1.0f / sqrtf((float)(C / NH));#s##const float scale = 1.0f / (float)(C / NH);#|h.0.att_lse|attention scaled by 1/hs instead of 1/sqrt(hs)"
+    "llmc/gelu.h|s/#define GELU_CUBIC 0.044715f/#define GELU_CUBIC 0.04715f/|h.0.fch_gelu|GELU with 0.04715 instead of 0.044715, a digit dropped (the fc matmul's epilogue and the backward)"
+    "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|h.1.dresidual3|LayerNorm backward without the mean term (first seen in the final LayerNorm's input gradient)"
+    "llmc/adamw.h|s/const float step_size = lr \/ bias_correction1;/const float step_size = lr;/|step 1 loss|AdamW without the first-moment bias correction"
+    "llmc/encoder.h|s/vec_store(pos + c, vec_load(pos + c) + dc);/vec_store(pos + c, dc);/;s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
+    # the gradients the backward pass adds to (wpe, the LayerNorms') not zeroed before a step:
+    # the previous step's stay in them; and the first pass's overwriting not ended, so that a
+    # second pass (gradient accumulation) replaces the gradients instead of adding to them
+    "llmc/gpt2.h|s/zero_floats(from, (size_t)(grads\[i\] - from));/(void)from;/|grads, 2nd step (bits)|gradients not zeroed between steps (wpe, the blocks' LayerNorms)"
+    "llmc/gpt2.h|s/model->grads_overwrite = 0;  \/\/ later micro-batches/(void)0;  \/\/ later micro-batches/|grads, 2 passes summed|a step's second micro-batch overwrites the gradients instead of adding to them"
+    # bf16: rounding by truncation; the A operand (activations, or dout) left unrounded, on the
+    # emulated path where panels are fp32; A's bf16 pairs packed in the wrong order, which
+    # pairs A's k with B's k+1 (on either path).
+    "llmc/gemm_kernel_bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0;/|h.0.qkv|bf16 rounding by truncation instead of to nearest even|bf16"
+    "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#if (r_panel == GEMM_MR) { f[(size_t)2 * p * r_panel + r] = hi; f[(size_t)(2 * p + 1) * r_panel + r] = lo; } else { gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi); }#|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
+    "llmc/gemm.h|s#gemm_bf16_store_emulated(f + (size_t)2 \* p \* r_panel + r, r_panel, lo, hi);#gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, r_panel == GEMM_MR ? hi : lo, r_panel == GEMM_MR ? lo : hi);#;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
+    # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
+    # pair order swapped in attn_pack_row_pairs (pairs of rows), and in attn_pack_col_pairs
+    # (pairs along a row): each packer feeds both operands of some products, which then only
+    # add in another order, but dQ = dS K meets dS's pairs of keys from the one with K's from
+    # the other; Q^T, K^T and V^T paired along the wrong dimension
+    "llmc/attention_kernel.h|s/const vuint rounded = (u + 0x7fffu + ((u >> 16) \& 1u)) \& 0xffff0000u;/const vuint rounded = u \& 0xffff0000u;/|h.0.atty|bf16 attention rounding by truncation|bf16"
+    "llmc/attention_kernel.h|s/attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0})/(has_hi ? attn_bf16_pairs(vec_load(hi + c), vec_load(lo + c)) : attn_bf16_pairs(vec_load(lo + c), (vfloat){0}))/;s/dst\[p \* ldd + c\] = gemm_bf16_pair(lo\[c\], has_hi ? hi\[c\] : 0.0f);/dst[p * ldd + c] = has_hi ? gemm_bf16_pair(hi[c], lo[c]) : gemm_bf16_pair(lo[c], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_row_pairs (first seen in dQ)|bf16"
+    "llmc/attention_kernel.h|s/dst\[r \* ldd + p\] = gemm_bf16_pair(s\[2 \* p\], 2 \* p + 1 < nc ? s\[2 \* p + 1\] : 0.0f);/dst[r * ldd + p] = 2 * p + 1 < nc ? gemm_bf16_pair(s[2 * p + 1], s[2 * p]) : gemm_bf16_pair(s[2 * p], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_col_pairs (first seen in dQ)|bf16"
+    "llmc/attention_kernel.h|s/attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);/attn_pack_row_pairs(words.u, rows, src, lds, nr, nc);/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T paired along the positions instead of the channels|bf16"
+)
+mkdir -p build
+for entry in "${MUTANTS[@]}"; do
+    IFS='|' read -r file expr expected what precision environment <<< "$entry"
+    [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
+    dir=build/mutant
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp -r Makefile test_gpt2.c llmc "$dir/"
+    sed -i "$expr" "$dir/$file"
+    if cmp -s "$file" "$dir/$file"; then
+        fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"
+        continue
+    fi
+    if ! out=$(make -s -C "$dir" test_gpt2 2>&1); then
+        fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+        continue
+    fi
+    ref=data/ref/odd${precision:+-$precision}
+    # shellcheck disable=SC2086
+    out=$(env $environment "$dir/test_gpt2" -e $ref/model.bin -s $ref/state.bin -l $ref/losses.txt \
+          -a $ref/activations.bin --precision "${precision:-fp32}" 2>&1)
+    rc=$?
+    verdict=$(printf '%s\n' "$out" | grep -E '^FAIL:' || true)
+    if [ $rc -eq 1 ] && printf '%s' "$verdict" | grep -q "first to diverge is $expected\$"; then
+        pass "mutant caught: $what ($verdict)"
+    else
+        fail "mutant caught: $what" "exit $rc, expected a FAIL naming $expected; got: ${verdict:-$(printf '%s' "$out" | tail -n 1)}"
+    fi
+done
+rm -rf build/mutant
+
+# ----------------------------------------------------------------------------
+# Bad input: one line on stderr naming the file and the problem, exit 1.
+ref=data/ref/odd
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() { ./test_gpt2 -e "$1" -s "$2"; }
+# patch FILE OFFSET INT32: overwrite one little-endian int32 of a copy
+patch_int() { $PY -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); f.write(struct.pack('<i', int(sys.argv[3])))" "$@"; }
+
+expect_error "missing model file" 1 "^error: $tmp/none.bin: cannot open" run "$tmp/none.bin" $ref/state.bin
+expect_error "missing state file" 1 "^error: $tmp/none.bin: cannot open" run $ref/model.bin "$tmp/none.bin"
+cp $ref/model.bin "$tmp/magic.bin"; patch_int "$tmp/magic.bin" 0 12345
+expect_error "model with wrong magic" 1 "magic.bin: bad magic number 12345" run "$tmp/magic.bin" $ref/state.bin
+cp $ref/model.bin "$tmp/version.bin"; patch_int "$tmp/version.bin" 4 2
+expect_error "model with wrong version" 1 "version.bin: unsupported model version 2" run "$tmp/version.bin" $ref/state.bin
+head -c 100000 $ref/model.bin > "$tmp/short.bin"
+expect_error "truncated model" 1 "short.bin: truncated model file" run "$tmp/short.bin" $ref/state.bin
+head -c 500 $ref/model.bin > "$tmp/stub.bin"
+expect_error "model shorter than its header" 1 "stub.bin: truncated file" run "$tmp/stub.bin" $ref/state.bin
+cp $ref/model.bin "$tmp/heads.bin"; patch_int "$tmp/heads.bin" 20 4
+expect_error "model config inconsistent (heads do not divide C)" 1 "heads.bin: num_heads 4 does not divide channels 57" run "$tmp/heads.bin" $ref/state.bin
+cp $ref/state.bin "$tmp/state_magic.bin"; patch_int "$tmp/state_magic.bin" 0 20240326
+expect_error "state with wrong magic" 1 "state_magic.bin: bad magic number 20240326" run $ref/model.bin "$tmp/state_magic.bin"
+head -c 5000 $ref/state.bin > "$tmp/state_short.bin"
+expect_error "truncated state" 1 "state_short.bin: .*truncated" run $ref/model.bin "$tmp/state_short.bin"
+expect_error "state of another config" 1 "state.bin: .*written for another config" run data/ref/chunks/model.bin $ref/state.bin
+cp $ref/model.bin "$tmp/maxT.bin"; patch_int "$tmp/maxT.bin" 8 16
+expect_error "T larger than the model's maximum" 1 "state.bin: T=29 is longer than the model's maximum sequence length 16" run "$tmp/maxT.bin" $ref/state.bin
+cp $ref/state.bin "$tmp/token.bin"; patch_int "$tmp/token.bin" 1024 517
+expect_error "token id outside the vocabulary" 1 "token.bin: token 517 at position 0 is outside the vocabulary" run $ref/model.bin "$tmp/token.bin"
+printf 'abc\n' > "$tmp/losses.txt"
+expect_error "malformed losses file" 1 "losses.txt: not a list of numbers" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin -l "$tmp/losses.txt"
+cp $ref/activations.bin "$tmp/acts.bin"; truncate -s -100 "$tmp/acts.bin"
+expect_error "truncated activations" 1 "acts.bin: truncated" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin -a "$tmp/acts.bin"
+expect_error "unknown flag" 2 "^error: -q: unknown flag" ./test_gpt2 -q 1
+expect_error "missing -s" 2 "^error: -e MODEL and -s STATE are required" ./test_gpt2 -e $ref/model.bin
+expect_error "bad --recompute" 2 "^error: --recompute: expected 0 or 1, got '2'" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin --recompute 2
+expect_error "bad --precision" 2 "^error: --precision: expected fp32 or bf16, got 'fp16'" ./test_gpt2 -e $ref/model.bin -s $ref/state.bin --precision fp16

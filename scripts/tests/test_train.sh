@@ -1,0 +1,220 @@
+# train_gpt2 from the shell: flags, logs, learning, determinism, bad input.
+# Uses the small "odd" reference model (V=517) and a synthetic dataset.
+set -u
+source scripts/tests/testlib.sh
+PY=$PWD/.venv/bin/python
+
+model=data/ref/odd/model.bin
+if [ ! -f $model ]; then
+    fail "train tests" "$model is missing (scripts/tests/test_gpt2.sh writes it)"
+    exit 0
+fi
+data=data/synth
+$PY scripts/reference/make_synthetic_data.py --out $data --vocab 517 --tokens 20000
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+train() { ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 "$@"; }
+
+# --- flags
+expect_ok "-h prints the usage" sh -c './train_gpt2 -h | grep -q "^usage: ./train_gpt2"'
+expect_error "unknown flag" 2 "^error: --bogus: unknown flag" ./train_gpt2 --bogus 1
+expect_error "flag without its value" 2 "^error: -b: missing value" ./train_gpt2 -b
+expect_error "-b not a number" 2 "^error: -b: 'abc' is not an integer" ./train_gpt2 -b abc
+expect_error "-b zero" 2 "^error: -b: 0 is outside 1\.\." ./train_gpt2 -b 0
+expect_error "-l negative" 2 "^error: -l: -1 is outside" ./train_gpt2 -l -1
+expect_error "-l not finite" 2 "^error: -l: 'nan' is not a number" ./train_gpt2 -l nan
+expect_error "-x 0" 2 "^error: -x: 0 steps" ./train_gpt2 -x 0
+
+# --- bad input
+expect_error "T above the model's maximum" 1 "^error: -t 64: longer than the model's maximum sequence length 37" train -t 64
+expect_error "no train shards" 1 "^error: -i $tmp/none_\*.bin: no files match" ./train_gpt2 -e $model -t 32 -i "$tmp/none_*.bin"
+expect_error "missing model" 1 "^error: $tmp/model.bin: cannot open" ./train_gpt2 -e $tmp/model.bin
+mkshard() { $PY -c "
+import numpy as np, sys
+path, magic, version, count, n, tok = sys.argv[1], *map(int, sys.argv[2:])
+h = np.zeros(256, np.int32); h[:3] = [magic, version, count]
+open(path, 'wb').write(h.tobytes() + np.full(n, tok, np.uint16).tobytes())" "$@"; }
+mkshard "$tmp/magic.bin" 20240326 1 1000 1000 5
+expect_error "shard with wrong magic" 1 "magic.bin: bad magic number 20240326" train -i "$tmp/magic.bin" -v 0 -s 0
+mkshard "$tmp/version.bin" 20240520 7 1000 1000 5
+expect_error "shard with wrong version" 1 "version.bin: unsupported token shard version 7" train -i "$tmp/version.bin" -v 0 -s 0
+mkshard "$tmp/short.bin" 20240520 1 1000 600 5
+expect_error "truncated shard" 1 "short.bin: truncated token shard" train -i "$tmp/short.bin" -v 0 -s 0
+mkshard "$tmp/tiny.bin" 20240520 1 100 100 5
+expect_error "shard too small for one batch" 1 "tiny.bin: the shards hold no batch" train -i "$tmp/tiny.bin" -v 0 -s 0
+mkshard "$tmp/vocab.bin" 20240520 1 1000 1000 600
+expect_error "token outside the vocabulary" 1 "vocab.bin: token 600 at index [0-9]+ is outside the vocabulary \(0\.\.516\)" train -i "$tmp/vocab.bin" -v 0 -s 0
+expect_error "no val shards with -v" 1 "^error: -j $tmp/nope_\*.bin: no files match" train -j "$tmp/nope_*.bin" -v 5 -s 0
+expect_error "missing tokenizer when sampling" 1 "nope.bin: tokenizer not found" train -s 5 --tokenizer "$tmp/nope.bin"
+: > "$tmp/file"
+expect_error "output dir is a file" 1 "^error: -o $tmp/file: " train -x 1 -v 0 -s 0 -o "$tmp/file"
+
+# --- a training run: it learns, logs and samples
+if out=$(train -x 60 -l 1e-2 -v 20 -m 4 -s 30 -g 8 -o "$tmp/run1" 2>&1); then
+    pass "training run exits 0"
+else
+    fail "training run exits 0" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
+fi
+log=$tmp/run1/main.log
+first=$(grep -m1 ' trl:' "$log" | sed 's/.*trl:\([^ ]*\).*/\1/')
+last=$(grep ' trl:' "$log" | tail -n 1 | sed 's/.*trl:\([^ ]*\).*/\1/')
+if awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5.5 && b < 3.5) }'; then
+    pass "the loss falls on learnable data ($first -> $last in 60 steps)"
+else
+    fail "the loss falls on learnable data" "first $first, last $last"
+fi
+n=$(grep -cE '^s:[0-9]+ trl:[0-9]+\.[0-9]{6} lr:[0-9.e+-]+ norm:[0-9.]+ ms:[0-9.]+ tok/s:[0-9]+$' "$log")
+[ "$n" -eq 60 ] && pass "main.log: one line per step in llm.c's format" || fail "main.log step lines" "$n of 60 match; $(head -n 2 "$log" | tr '\n' '|')"
+vals=$(grep -cE '^s:(0|20|40|60) tel:[0-9]+\.[0-9]{6}$' "$log")
+[ "$vals" -eq 4 ] && pass "main.log: validation at steps 0, 20, 40 and at the end" || fail "main.log val lines" "$vals of 4; $(grep tel "$log" | tr '\n' '|')"
+samples=$(printf '%s\n' "$out" | grep -A1 '^generating:' | grep -c '^---')
+[ "$samples" -eq 2 ] && pass "samples every -s steps and at the end" || fail "samples" "found $samples"
+sample_text=$(printf '%s\n' "$out" | grep -A2 '^generating:' | sed -n 3p)
+printf '%s' "$sample_text" | grep -qE '^(<[0-9]+>){8}$' && pass "a sample is decoded with the tokenizer ($sample_text)" \
+    || fail "sample decoded" "got '$sample_text'"
+printf '%s\n' "$out" | grep -q '^memory: parameters .* activations .* (B=4, T=32)' \
+    && pass "memory sizes printed at start" || fail "memory sizes printed" "no memory line"
+
+# --- determinism: same seed and threads, identical losses and samples
+train -x 60 -l 1e-2 -v 20 -m 4 -s 30 -g 8 -o "$tmp/run2" > "$tmp/out2" 2>&1
+strip() { sed 's/ ms:.*//' "$1"; }
+if diff <(strip "$tmp/run1/main.log") <(strip "$tmp/run2/main.log") > /dev/null && \
+   diff <(printf '%s\n' "$out" | grep -v -e ' ms ' -e '^peak RSS') <(grep -v -e ' ms ' -e '^peak RSS' "$tmp/out2") > /dev/null; then
+    pass "two runs with one seed print bit-identical losses and samples"
+else
+    fail "determinism" "runs differ"
+fi
+train -x 3 -v 0 -s 0 -o "$tmp/run3" --seed 5 > /dev/null 2>&1
+train -x 3 -v 0 -s 0 -o "$tmp/run3" --seed 5 > /dev/null 2>&1
+[ "$(grep -c trl "$tmp/run3/main.log")" -eq 6 ] && pass "main.log is appended to, never truncated" \
+    || fail "main.log appended" "$(grep -c trl "$tmp/run3/main.log") lines"
+
+# --- make help: one line for every target the Makefile names (pattern rules aside)
+declared=$(grep -oE '^[a-zA-Z0-9_-][a-zA-Z0-9_.-]*:' Makefile | tr -d : | sort | tr '\n' ' ')
+listed=$(make -s help | awk '{ print $1 }' | sort | tr '\n' ' ')
+[ -n "$declared" ] && [ "$listed" = "$declared" ] && pass "make help lists every target ($(echo $listed | wc -w))" \
+    || fail "make help" "targets: $declared; listed: $listed"
+
+# --- a model built from scratch
+if out=$(./train_gpt2 -e d6 -i "$data/synth_train_*.bin" -b 1 -t 16 -x 2 -v 0 -s 0 2>&1) && \
+   printf '%s' "$out" | grep -q 'L=6 NH=6 C=384 maxT=1024 V=50257 (padded 50304)'; then
+    loss=$(printf '%s\n' "$out" | grep -m1 '^step' | sed 's/.*loss \([^ ]*\).*/\1/')
+    # a fresh model predicts about uniformly: loss near ln(50257) = 10.82
+    awk -v l="$loss" 'BEGIN { exit !(l > 10.6 && l < 11.1) }' && pass "-e d6 builds a GPT-2 from scratch (first loss $loss)" \
+        || fail "-e d6 initial loss" "$loss, expected about 10.82"
+else
+    fail "-e d6 builds a GPT-2 from scratch" "$(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
+fi
+
+# --- token and step counts past 32 bits: -d goes up to 2^40 tokens per step; the
+# accumulation count (2^35 micro-batches of B*T = 32, or 2^40 of one token) and the tokens
+# per step must be counted in 64 bits. The run's first line tells; its first step would never
+# end, so it is stopped once the line is out.
+first_plan_line() {  # first_plan_line OUT ARGS...: runs the trainer until its "threads:" line
+    local out=$1; shift
+    ./train_gpt2 -e $model -i "$data/synth_train_*.bin" -v 0 -s 0 "$@" > "$out" 2>&1 &
+    local pid=$! i
+    for i in $(seq 300); do
+        grep -q '^threads:' "$out" && break
+        kill -0 $pid 2> /dev/null || break
+        sleep 0.1
+    done
+    kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+    local rc=$?
+    grep -m1 '^threads:' "$out" || echo "no plan line (exit $rc): $(tail -n 1 "$out")"
+}
+line=$(first_plan_line "$tmp/d40.out" -b 1 -t 32 -d 1099511627776 -x 1)
+case "$line" in *"B=1 T=32, 34359738368 accumulation steps = 1099511627776 tokens per step | 1 steps"*)
+    pass "-d 2^40: 2^35 accumulation steps and the tokens per step counted in 64 bits";;
+    *) fail "-d 2^40 with B*T = 32" "$line";; esac
+line=$(first_plan_line "$tmp/d40x.out" -b 1 -t 1 -d 1099511627776 -x -1)
+case "$line" in *"B=1 T=1, 1099511627776 accumulation steps = 1099511627776 tokens per step | 1 steps"*)
+    pass "-d 2^40 with B*T = 1 and -x -1: 2^40 accumulation steps, one step (less than an epoch)";;
+    *) fail "-d 2^40 with B*T = 1, -x -1" "$line";; esac
+
+# --- GPT-2 XL's sizes (d48) computed without overflow and without allocating it (--dry-run):
+# the parameter count against GPT-2 XL's known 1,557,611,200 (V=50257; ours pads wte to
+# 50304 rows), the activations and the arena (38 GB) against exact integer arithmetic
+xl_sizes() {  # xl_sizes RECOMPUTE: what --dry-run must print for d48 at B=4, T=1024
+    $PY - "$1" <<'EOF'
+import sys
+recompute = int(sys.argv[1])
+L, C, NH, maxT, V, Vp, B, T = 48, 1600, 25, 1024, 50257, 50304, 4, 1024
+params = [Vp*C, maxT*C] + [L*n for n in (C, C, 3*C*C, 3*C, C*C, C, C, C, 4*C*C, 4*C, 4*C*C, C)] + [C, C]
+assert sum(params) - (Vp - V) * C == 1557611200  # GPT-2 XL
+N, Lk = B*T, 1 if recompute else L
+acts = [N*C, Lk*N, Lk*N, Lk*N*3*C, Lk*NH*N, Lk*N*C, Lk*N*C, Lk*N, Lk*N, Lk*N*4*C, L*N*C,
+        N*C, N, N, N, N*C, N*4*C, min(N, 256)*Vp, N*C, N*C, N*C, N*3*C, N*4*C]
+P, A = (sum((n + 15) // 16 * 16 for n in sizes) for sizes in (params, acts))
+print(f"{sum(params)} parameters|sizes: {P} parameter floats with alignment gaps, {A} activation floats, "
+      f"AdamW m and v {P} floats each, arena {(4*P + A) * 4} bytes")
+EOF
+}
+for recompute in 0 1; do
+    want=$(xl_sizes $recompute)
+    out=$(./train_gpt2 -e d48 -b 4 -t 1024 -i "$data/synth_train_*.bin" -v 0 -s 0 --recompute $recompute --dry-run 1 2>&1)
+    if printf '%s\n' "$out" | grep -qF "${want%%|*}" && printf '%s\n' "$out" | grep -qxF "${want#*|}" && \
+       printf '%s\n' "$out" | grep -q '^dry run: nothing allocated'; then
+        pass "d48 (GPT-2 XL) sizes, --recompute $recompute: ${want#*sizes: }"
+    else
+        fail "d48 sizes, --recompute $recompute" "want '$want', got: $(printf '%s' "$out" | grep -E '^(model|sizes|error)' | tr '\n' '|')"
+    fi
+done
+
+# --- --recompute 1 (each block's forward re-run before its backward) is the same arithmetic
+# as --recompute 0: bit-identical losses, validation losses, samples, parameters and AdamW
+# state after 10 steps, in fp32 and bf16. On the 3-layer "chunks" model, so that two layers
+# are recomputed (the last one's activations are still there from the forward).
+chunks=data/ref/chunks/model.bin
+# recompute_run BIN PRECISION RECOMPUTE DIR: 10 steps with validation, samples and a checkpoint
+recompute_run() {
+    "$1" -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 10 -v 5 -m 2 \
+        -s 5 -g 8 -n 10 --precision "$2" --recompute "$3" -o "$4" > "$4.out" 2>&1
+}
+# same_run DIR_A DIR_B: the checkpoints, main.log and stdout (less timings, memory, paths) agree
+same_run() {
+    local quiet=(-e ' ms ' -e '^peak RSS' -e '^memory' -e ': checkpoint ')
+    cmp -s "$1/model_00000010.bin" "$2/model_00000010.bin" && cmp -s "$1/state_00000010.bin" "$2/state_00000010.bin" &&
+        diff <(sed 's/ ms:.*//' "$1/main.log") <(sed 's/ ms:.*//' "$2/main.log") > /dev/null &&
+        diff <(grep -v "${quiet[@]}" "$1.out") <(grep -v "${quiet[@]}" "$2.out") > /dev/null
+}
+if [ ! -f $chunks ]; then
+    fail "--recompute tests" "$chunks is missing (scripts/tests/test_gpt2.sh writes it)"
+else
+    expect_error "--recompute 2" 2 "^error: --recompute: 2 is outside 0\.\.1" ./train_gpt2 --recompute 2
+    for precision in fp32 bf16; do
+        recompute_run ./train_gpt2 $precision 0 "$tmp/rc0_$precision"
+        recompute_run ./train_gpt2 $precision 1 "$tmp/rc1_$precision"
+        if [ "$(grep -c ' trl:' "$tmp/rc0_$precision/main.log")" -eq 10 ] && same_run "$tmp/rc0_$precision" "$tmp/rc1_$precision"; then
+            pass "--recompute 1 is bit-identical to --recompute 0 over 10 steps, $precision (checkpoints, losses, samples)"
+        else
+            fail "--recompute 1 bit-identical, $precision" "$(tail -n 1 "$tmp/rc1_$precision.out")"
+        fi
+    done
+    a0=$(sed -n 's/.*activations \([0-9.]*\) MiB (B=4, T=32)$/\1/p' "$tmp/rc0_fp32.out")
+    a1=$(sed -n 's/.*activations \([0-9.]*\) MiB (B=4, T=32; each block recomputed in the backward)$/\1/p' "$tmp/rc1_fp32.out")
+    # of the per-layer tensors, all but residual3 (the blocks' inputs) hold one layer instead of 3
+    awk -v a="$a0" -v b="$a1" 'BEGIN { exit !(a != "" && b != "" && b < a * 0.8) }' \
+        && pass "--recompute 1 allocates less activation memory ($a0 -> $a1 MiB)" || fail "--recompute memory" "'$a0' -> '$a1' MiB"
+
+    # Mutants: a copy of the sources with one deliberate bug each must break the bit-identity.
+    RECOMPUTE_MUTANTS=(
+        "s/if (model->recompute \&\& l < L - 1) { block_forward(model, l, B, T, 1); }/if (0) { }/|the backward skips the recompute (stale activations of the last layer)"
+        "s/if (model->recompute \&\& l < L - 1) { block_forward(model, l, B, T, 1); }/if (model->recompute \&\& l < L - 1) { block_forward(model, l + 1, B, T, 1); }/|the recompute re-runs the layer above"
+    )
+    dir=build/mutant_recompute
+    for entry in "${RECOMPUTE_MUTANTS[@]}"; do
+        IFS='|' read -r expr what <<< "$entry"
+        # TEST_QUICK=1 (make test): the first mutant only
+        [ "${TEST_QUICK:-0}" = 1 ] && [ "$entry" != "${RECOMPUTE_MUTANTS[0]}" ] && continue
+        rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
+        sed -i "$expr" "$dir/llmc/gpt2.h"
+        if cmp -s llmc/gpt2.h "$dir/llmc/gpt2.h"; then fail "mutant: $what" "the sed expression no longer matches llmc/gpt2.h"; continue; fi
+        if ! out=$(make -s -C "$dir" train_gpt2 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"; continue; fi
+        rm -rf "$tmp/mutant" "$tmp/mutant.out"
+        recompute_run "$dir/train_gpt2" fp32 1 "$tmp/mutant"
+        if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+        else pass "mutant caught: $what (the run differs from --recompute 0)"; fi
+    done
+    rm -rf "$dir"
+fi

@@ -1,0 +1,31 @@
+# Sourced by scripts/tests/test_*.sh. Each check prints one line, "PASS name" or
+# "FAIL name: why"; run_tests.sh counts them.
+
+pass() { printf 'PASS %s\n' "$1"; }
+fail() { printf 'FAIL %s: %s\n' "$1" "$2"; }
+
+# expect_ok NAME CMD...: the command must exit 0.
+expect_ok() {
+    local name=$1; shift
+    local out
+    if out=$("$@" 2>&1); then pass "$name"; else fail "$name" "exit $?: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')"; fi
+}
+
+# expect_error NAME CODE PATTERN CMD...: the command must exit with CODE, and
+# the first line on stderr must match the extended regex PATTERN. Exit code 1
+# (bad input) allows exactly one line; exit code 2 (bad usage) must be
+# followed by the usage text.
+expect_error() {
+    local name=$1 code=$2 pattern=$3; shift 3
+    local err rc first
+    err=$("$@" 2>&1 >/dev/null); rc=$?
+    first=$(printf '%s\n' "$err" | head -n 1)
+    if [ "$rc" -ne "$code" ]; then fail "$name" "exit $rc, expected $code; stderr: $(printf '%s' "$err" | head -n 3 | tr '\n' ' ')"; return; fi
+    if [ "$code" -eq 2 ]; then
+        if ! printf '%s\n' "$err" | grep -q '^usage:'; then fail "$name" "no usage text after the error"; return; fi
+    elif [ "$(printf '%s\n' "$err" | grep -c .)" -ne 1 ]; then
+        fail "$name" "expected one line on stderr, got: $(printf '%s' "$err" | head -n 5 | tr '\n' '|')"; return
+    fi
+    if ! printf '%s' "$first" | grep -Eq -- "$pattern"; then fail "$name" "stderr '$first' does not match /$pattern/"; return; fi
+    pass "$name"
+}
