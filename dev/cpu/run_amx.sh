@@ -14,7 +14,8 @@
 #               bf16 autocast) at B=4 T=64 and T=1024, ms per step (medians)
 #
 #   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all]      (default all)
-# STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024.
+# STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024;
+# TS (default "64 1024") the sequence lengths timed (TS=64 fits checks and train in one 10-minute call).
 # A folder BASELINE (default baseline/, where present: another version's Makefile, train_gpt2.c and
 # llmc/) is built too and its train_gpt2 timed beside ours at T=64 (fp32, bf16), in the same run.
 set -u
@@ -24,6 +25,7 @@ what=${2:-all}
 STEPS64=${STEPS64:-6}
 STEPS1024=${STEPS1024:-2}
 TORCH1024=${TORCH1024:-1}
+TS=${TS:-64 1024}
 PY=${PY:-python3}
 mkdir -p "$out"
 status=0
@@ -135,7 +137,7 @@ if [ "$what" = all ] || [ "$what" = train ]; then
                 ours "bf16 avx512bf16 (round $round)" 64 $STEPS64 LLMC_BF16_PATH=avx512bf16 -- --precision bf16
             done
         fi
-        for T in 64 1024; do
+        for T in $TS; do
             steps=$STEPS64; [ "$T" = 1024 ] && steps=$STEPS1024
             ours fp32 $T $steps -- --precision fp32
             ours "bf16 amx" $T $steps LLMC_BF16_PATH=amx -- --precision bf16

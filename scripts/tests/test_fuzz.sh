@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 if ! command -v clang >/dev/null; then fail "fuzzers build" "clang is not installed (scripts/setup/setup.sh installs it)"; exit 0; fi
-if make fuzzers > "$tmp/build.log" 2>&1; then
+if make -j2 fuzzers > "$tmp/build.log" 2>&1; then
     if grep -qi 'warning' "$tmp/build.log"; then fail "fuzzers build warning-free" "$(grep -i -m 2 warning "$tmp/build.log" | tr '\n' ' ')"
     else pass "fuzzers build warning-free"; fi
 else

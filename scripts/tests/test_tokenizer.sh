@@ -35,7 +35,7 @@ trap cleanup EXIT
 locked() { if command -v flock >/dev/null; then flock -s /tmp/cpu.lock "$@"; else "$@"; fi; }
 
 # ---------------------------------------------------------------- build
-if make -B tokenize prepare_data >"$tmp/build.log" 2>&1; then
+if make -B -j2 tokenize prepare_data >"$tmp/build.log" 2>&1; then
     if grep -qi 'warning' "$tmp/build.log"; then
         fail build_warning_free "$(grep -i -m 2 warning "$tmp/build.log" | tr '\n' ' ')"
     else
