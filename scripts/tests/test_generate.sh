@@ -63,15 +63,21 @@ MUTANTS=(
     "llmc/sampler.h|s/if (cum >= target) { keep = r + 1; break; }/if (cum >= target) { keep = r > 0 ? r : 1; break; }/|test_sampler|top-p drops the token that crosses p"
     "llmc/sampler.h|s/const double floor = (1.0 - top_p) \* sum \/ V;/const double floor = (1.0 - top_p) * sum \/ 100;/|test_sampler|top-p's shortcut skips tokens that can be in the nucleus"
 )
+selected=()  # the mutants that run, each built in $tmp/mutant/N (two builds at a time)
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr cmd what <<< "$entry"
     [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
-    dir=$tmp/mutant
-    rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile test_kvcache.c test_sampler.c llmc "$dir/"
+    dir=$tmp/mutant/${#selected[@]}
+    selected+=("$entry")
+    mkdir -p "$dir" && cp -r Makefile test_kvcache.c test_sampler.c llmc "$dir/"
     sed -i "$expr" "$dir/$file"
+    cmp -s "$file" "$dir/$file" || build_start "$dir" make -s -C "$dir" "${cmd%% *}"
+done
+for i in "${!selected[@]}"; do
+    IFS='|' read -r file expr cmd what <<< "${selected[$i]}"
+    dir=$tmp/mutant/$i
     if cmp -s "$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"; continue; fi
-    prog=${cmd%% *}
-    if ! out=$(make -s -C "$dir" "$prog" 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"; continue; fi
+    if ! build_wait "$dir"; then fail "mutant: $what" "does not compile: $(head -n 2 "$dir/build.log" | tr '\n' ' ')"; continue; fi
     # shellcheck disable=SC2086
     out=$("$dir/"$cmd 2>/dev/null); rc=$?
     verdict=$(printf '%s\n' "$out" | grep -E '^(FAIL|FAILED)' | head -n 1)

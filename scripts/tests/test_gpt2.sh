@@ -157,20 +157,27 @@ MUTANTS=(
     "llmc/attention_kernel.h|s/attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);/attn_pack_row_pairs(words.u, rows, src, lds, nr, nc);/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T paired along the positions instead of the channels|bf16"
 )
 mkdir -p build
+rm -rf build/mutant
+selected=()  # the mutants that run, each built in build/mutant/N (two builds at a time)
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr expected what precision environment <<< "$entry"
     [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
-    dir=build/mutant
-    rm -rf "$dir"
+    dir=build/mutant/${#selected[@]}
+    selected+=("$entry")
     mkdir -p "$dir"
     cp -r Makefile test_gpt2.c llmc "$dir/"
     sed -i "$expr" "$dir/$file"
+    cmp -s "$file" "$dir/$file" || build_start "$dir" make -s -C "$dir" test_gpt2
+done
+for i in "${!selected[@]}"; do
+    IFS='|' read -r file expr expected what precision environment <<< "${selected[$i]}"
+    dir=build/mutant/$i
     if cmp -s "$file" "$dir/$file"; then
         fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"
         continue
     fi
-    if ! out=$(make -s -C "$dir" test_gpt2 2>&1); then
-        fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
+    if ! build_wait "$dir"; then
+        fail "mutant: $what" "does not compile: $(head -n 3 "$dir/build.log" | tr '\n' ' ')"
         continue
     fi
     ref=data/ref/odd${precision:+-$precision}

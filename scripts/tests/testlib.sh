@@ -29,3 +29,19 @@ expect_error() {
     if ! printf '%s' "$first" | grep -Eq -- "$pattern"; then fail "$name" "stderr '$first' does not match /$pattern/"; return; fi
     pass "$name"
 }
+
+# Builds two at a time (mutants, variants: each one compiler process, and the machines have two
+# cores or more). build_start DIR CMD... starts CMD in the background once fewer than
+# TEST_BUILD_JOBS (default 2) of these run, its output in DIR/build.log; build_wait DIR waits for
+# it and returns its exit status.
+declare -A build_pids=()
+build_start() {
+    local dir=$1; shift
+    while [ "$(jobs -rp | wc -l)" -ge "${TEST_BUILD_JOBS:-2}" ]; do wait -n 2>/dev/null || true; done
+    ( "$@" > "$dir/build.log" 2>&1; echo $? > "$dir/build.rc" ) &
+    build_pids[$dir]=$!
+}
+build_wait() {
+    wait "${build_pids[$1]}" 2>/dev/null
+    [ "$(cat "$1/build.rc" 2>/dev/null)" = 0 ]
+}
