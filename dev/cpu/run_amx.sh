@@ -61,7 +61,10 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
         done
         # test_gpt2.sh's bf16 mutants, on the AMX path: each must fail, naming its tensor
         if [ -f data/ref/odd-bf16/model.bin ]; then
-            sed -n '/^MUTANTS=(/,/^)/p' scripts/tests/test_gpt2.sh | grep '^ *"' | grep '|bf16' > build/bf16_mutants.txt
+            # (not the two that change gemm_pack_bf16, the A packing of the vdpbf16ps and emulated paths:
+            # AMX packs with gemm_pack_a_amx, whose mutants test_gemm.sh has)
+            sed -n '/^MUTANTS=(/,/^)/p' scripts/tests/test_gpt2.sh | grep '^ *"' | grep '|bf16' |
+                grep -v -e 'A operand left unrounded (emulated path)' -e 'pair order swapped in the A packing' > build/bf16_mutants.txt
             while IFS= read -r line; do
                 line="${line#"${line%%[![:space:]]*}"}"  # the array line's indentation off
                 eval "entry=$line"
