@@ -131,9 +131,9 @@ static int check_bf16_matmuls(GPT2 *model, GPT2Cache *cache, uint64_t seed) {
         for (int i = 0; i < mm[m].out && mm[m].residual; i++) { res[i] = 2.0f * random_f32(&rng) - 1.0f; }
         const float *addend = mm[m].residual ? res : NULL;
         gpt2_cache_matmul(cache, 0, 1, ours, addend, inp, mm[m].weight, mm[m].w16, mm[m].bias, mm[m].in, mm[m].out, mm[m].gelu);
-        if (mm[m].gelu) { matmul_forward_gelu(ref, NULL, inp, mm[m].weight, mm[m].bias, 1, mm[m].in, mm[m].out); }
-        else if (addend != NULL) { matmul_forward_residual(ref, addend, inp, mm[m].weight, mm[m].bias, 1, mm[m].in, mm[m].out); }
-        else { matmul_forward(ref, inp, mm[m].weight, mm[m].bias, 1, mm[m].in, mm[m].out); }
+        if (mm[m].gelu) { matmul_forward_gelu(ref, NULL, inp, mm[m].weight, NULL, mm[m].bias, 1, mm[m].in, mm[m].out); }
+        else if (addend != NULL) { matmul_forward_residual(ref, addend, inp, mm[m].weight, NULL, mm[m].bias, 1, mm[m].in, mm[m].out); }
+        else { matmul_forward(ref, inp, mm[m].weight, NULL, mm[m].bias, 1, mm[m].in, mm[m].out); }
         double err = 0.0, mx = 0.0;
         for (int o = 0; o < mm[m].out; o++) {
             const double e = fabs((double)ours[o] - ref[o]);

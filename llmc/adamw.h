@@ -29,13 +29,42 @@ in dev/cpu/adamw.c, which times them.
 #define ADAMW_BETA2 0.95f
 #define ADAMW_EPS 1e-8f
 
-// params, grads, m, v are (n). One pass: reads the four arrays once, writes three.
+// The bf16 bits of n <= VEC_WIDTH floats into dst[0..n): round-to-nearest-even, NaN kept (quieted),
+// exactly gemm_bf16_bits (gemm_kernel_bf16.h) lane by lane, so that a copy written here is what
+// the bf16 GEMM's packing would round the floats to.
+typedef uint32_t adamw_vu32 __attribute__((vector_size(VEC_WIDTH * sizeof(float))));
+typedef uint16_t adamw_vu16 __attribute__((vector_size(VEC_WIDTH * sizeof(uint16_t))));
+VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, vfloat x, int n) {
+    const adamw_vu32 w = (adamw_vu32)x;
+    const adamw_vu32 nan = (adamw_vu32)((w & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
+    const adamw_vu32 rounded = w + 0x7fffu + ((w >> 16) & 1u);  // ties go to the even bf16
+    const adamw_vu32 bits = ((rounded & ~nan) | ((w | 0x00400000u) & nan)) >> 16;
+    const adamw_vu16 h = __builtin_convertvector(bits, adamw_vu16);
+    if (n == VEC_WIDTH) {
+        memcpy(dst, &h, sizeof(h));
+    } else {
+        for (int i = 0; i < n; i++) { dst[i] = h[i]; }
+    }
+}
+
+// dst (n) = the bf16 bits of src (n), as vec_store_bf16_partial: one parallel pass (gpt2.h
+// refreshes its bf16 copy of the weights with it after anything but AdamW changed them).
+static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i += VEC_WIDTH) {
+        const int k = n - i < VEC_WIDTH ? (int)(n - i) : VEC_WIDTH;
+        vec_store_bf16_partial(dst + i, vec_load_partial(src + i, k), k);
+    }
+}
+
+// params, grads, m, v are (n). One pass: reads the four arrays once, writes three; and where
+// params16 is not NULL, also the new parameters' bf16 bits into params16 (n) (the bf16 GEMM's
+// copy of the weights, gpt2.h: 2 more bytes written per parameter, in the same pass).
 // sqrt is vec_sqrt (within 1 ulp of sqrtf, vecmath.h): sqrtf itself does not vectorize
 // unless the build says -fno-math-errno, and a scalar sqrtf per element makes this pass
 // slower than memory.
-static void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
-                         float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                         int t) {
+static void adamw_update_ex(float *params, uint16_t *params16, const float *grads, float *m, float *v, size_t n,
+                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     const float bias_correction1 = 1.0f - powf(beta1, (float)t);
     const float sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t));
     const float step_size = lr / bias_correction1;
@@ -49,8 +78,16 @@ static void adamw_update(float *params, const float *grads, float *m, float *v, 
         vec_store_partial(m + i, mi, k);
         vec_store_partial(v + i, vi, k);
         const vfloat p = vec_load_partial(params + i, k);
-        vec_store_partial(params + i, p * decay - step_size * mi / (vec_sqrt(vi) / sqrt_bias_correction2 + eps), k);
+        const vfloat np = p * decay - step_size * mi / (vec_sqrt(vi) / sqrt_bias_correction2 + eps);
+        vec_store_partial(params + i, np, k);
+        if (params16 != NULL) { vec_store_bf16_partial(params16 + i, np, k); }
     }
+}
+
+static void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                         int t) {
+    adamw_update_ex(params, NULL, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
 // The sum of x[i]^2 over x (n), in double. Deterministic for any thread count: the array

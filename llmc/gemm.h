@@ -10,7 +10,7 @@ dimension ldc. The linear layers of GPT-2 in these terms (matmul.h wraps them):
     to input     dinp (BT, C)  += dout (BT, OC) . weight (OC, C)  a: rs OC, cs 1   b: rs C, cs 1
     to weight    dw   (OC, C)  += dout^T        . inp (BT, C)     a: rs 1,  cs OC  b: rs C, cs 1
 and the LM head with the tied embedding wte (Vp, C):
-    logits (rows, Vp) = x (rows, C) . wte^T   is matmul_forward(logits, x, wte, NULL, rows, C, Vp);
+    logits (rows, Vp) = x (rows, C) . wte^T   is matmul_forward(logits, x, wte, NULL, NULL, rows, C, Vp);
     a block of vocabulary columns [v0, v1) of it, written into logits with ldc = Vp:
     gemm(rows, v1 - v0, C, x, C, 1, wte + v0*C, 1, C, logits + v0, Vp, NULL).
 
@@ -229,6 +229,50 @@ static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float
     }
 }
 
+// gemm_pack_bf16 from a source already in bf16 (uint16 bits, element (r, k) at src[r*s_r + k*s_k],
+// e.g. gpt2.h's copy of the weights): the same panels, bit for bit, as gemm_pack_bf16 of the fp32
+// values those bits were rounded from (gemm_bf16_bits), with the same zero padding.
+static inline float gemm_bf16_float(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+static void gemm_pack_bf16_src16(int native, int r_panel, int len, int kc, const uint16_t *src, ptrdiff_t s_r,
+                                 ptrdiff_t s_k, void *buf) {
+    const int kcp = (kc + 1) / 2, kfull = kc / 2;
+    const int full = len / r_panel * r_panel;
+    uint32_t *wbuf = buf;
+    float *fbuf = buf;
+    int fast_pairs = 0;
+#if GEMM_HAVE_BF16_KERNEL
+    if (native && full > 0 && gemm_pack_block_bf16_fast16(r_panel, full, kfull, kcp, src, s_r, s_k, wbuf)) { fast_pairs = kfull; }
+#endif
+    for (int r0 = 0; r0 < len; r0 += r_panel) {
+        const int rn = gemm_min(r_panel, len - r0);
+        const size_t panel = (size_t)r0 * kcp * (native ? 1 : 2);
+        uint32_t *w = wbuf + panel;
+        float *f = fbuf + panel;
+        int p = rn == r_panel ? fast_pairs : 0;
+        for (; p < kcp; p++) {
+            for (int r = 0; r < r_panel; r++) {
+                uint16_t lo = 0, hi = 0;
+                if (r < rn) {
+                    const uint16_t *e = src + (ptrdiff_t)(r0 + r) * s_r + (ptrdiff_t)(2 * p) * s_k;
+                    lo = e[0];
+                    hi = p < kfull ? e[s_k] : 0;
+                }
+                if (native) {
+                    w[(size_t)p * r_panel + r] = (uint32_t)lo | (uint32_t)hi << 16;
+                } else {  // gemm_bf16_store_emulated's order: k+1 first
+                    f[(size_t)2 * p * r_panel + r] = gemm_bf16_float(hi);
+                    f[(size_t)(2 * p + 1) * r_panel + r] = gemm_bf16_float(lo);
+                }
+            }
+        }
+    }
+}
+
 // The source of the blocks packed next (up to two: the next A block, and the next B block),
 // fetched into L2 a line per k step inside the micro-kernel calls of this block: packed
 // one after the other, a weight matrix's block came from memory while the vdpbf16ps units
@@ -242,8 +286,8 @@ struct gemm_prefetch {
 };
 
 // Adds region (len rows x kc k's of a block to pack, element (r, k) at src[r*s_r + k*s_k]):
-// its contiguous runs (of r or of k) and their 64-byte lines.
-static void gemm_prefetch_add(gemm_prefetch *pf, int len, int kc, const float *src, ptrdiff_t s_r, ptrdiff_t s_k) {
+// its contiguous runs (of r or of k) and their 64-byte lines; elem: bytes per element (4, or 2 for bf16).
+static void gemm_prefetch_add(gemm_prefetch *pf, int len, int kc, const void *src, int elem, ptrdiff_t s_r, ptrdiff_t s_k) {
     int n = pf->runs[0] > 0 ? 1 : 0;
     if (pf->runs[n] > 0 || len <= 0 || kc <= 0) { return; }
     int runs, run_len;
@@ -256,9 +300,9 @@ static void gemm_prefetch_add(gemm_prefetch *pf, int len, int kc, const float *s
         return;
     }
     pf->base[n] = (const char *)src;
-    pf->stride[n] = stride * (ptrdiff_t)sizeof(float);
+    pf->stride[n] = stride * (ptrdiff_t)elem;
     pf->runs[n] = runs;
-    pf->lines[n] = (int)((run_len * sizeof(float) + 63) / 64) + 1;  // + 1: runs need not start a line
+    pf->lines[n] = (int)(((size_t)run_len * elem + 63) / 64) + 1;  // + 1: runs need not start a line
 }
 
 // Spreads the fetches of the regions over `calls` micro-kernel calls.
@@ -348,7 +392,14 @@ static void gemm_pack_b_bf16_emulated(int kc, int nc, const float *b, ptrdiff_t 
     gemm_pack_bf16(0, GEMM_NR, nc, kc, b, cs, rs, buf);
 }
 
+static void gemm_pack_b16_bf16_emulated(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16_src16(0, GEMM_NR, nc, kc, b, cs, rs, buf);
+}
+
 #if GEMM_HAVE_BF16_KERNEL
+static void gemm_pack_b16_bf16_native(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16_src16(1, GEMM_BF16_NR, nc, kc, b, cs, rs, buf);
+}
 static void gemm_pack_a_bf16_native(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
     gemm_pack_bf16(1, GEMM_BF16_MR, mc, kc, a, rs, cs, buf);
 }
@@ -390,18 +441,19 @@ static void gemm_tile_bf16_native(int mr, int nr, int kw, const float *apanel, c
 enum { GEMM_KERNEL_FP32, GEMM_KERNEL_BF16_EMULATED, GEMM_KERNEL_BF16_AVX512, GEMM_KERNEL_BF16_AMX, GEMM_KERNELS };
 static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
     [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,
-                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL},
+                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL},
     [GEMM_KERNEL_BF16_EMULATED] = {"emulated: fp32 FMA kernel on bf16-rounded panels", GEMM_MR, GEMM_NR, GEMM_BF16_KCP,
                                    GEMM_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
-                                   gemm_tile_fp32, NULL},
+                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated},
 #if GEMM_HAVE_BF16_KERNEL
     [GEMM_KERNEL_BF16_AVX512] = {"AVX512_BF16 vdpbf16ps kernel", GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC,
                                  GEMM_BF16_NC, 2, 1, 1, 1, gemm_pack_a_bf16_native, gemm_pack_b_bf16_native,
-                                 gemm_tile_bf16_native, NULL},
+                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native},
 #endif
 #if GEMM_HAVE_AMX_KERNEL
     [GEMM_KERNEL_BF16_AMX] = {"AMX tdpbf16ps kernel", GEMM_AMX_MR, GEMM_AMX_NR, GEMM_AMX_KCP, GEMM_AMX_MC, GEMM_AMX_NC, 2,
-                              1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init},
+                              1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init,
+                              NULL},  // no pack_b16 yet: B is packed from the fp32 source
 #endif
 };
 
@@ -561,8 +613,9 @@ static void gemm_pack_a_all(const gemm_kernel *g, int part, int parts, int m0, i
 
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
 // own buffer; A comes packed already (gemm_pack_a_all) where apacked is not NULL.
+// b16: B from its bf16 copy (g->pack_b16) instead of b, or NULL.
 static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1, int K, const float *a,
-                           ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b,
+                           ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
                            float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf, const float *apacked) {
     const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     const int arows = (m1 - m0 + g->mr - 1) / g->mr * g->mr;  // rows of each block of apacked
@@ -576,7 +629,11 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
         do {  // at least once: with K = 0 the epilogue still writes C
             const int ku = gemm_min(ku_max, Ku - pu);
             const int pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);  // the block's k's of A and B
-            g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+            if (b16 != NULL) {
+                g->pack_b16(kc, nc, b16 + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+            } else {
+                g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+            }
             // the k block after this one (or the first of the next column block): its source
             int next_jc = jc, next_pu = pu + ku;
             if (next_pu >= Ku) { next_jc += nc, next_pu = 0; }
@@ -596,13 +653,17 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                 gemm_prefetch pf = {0};
                 if (fetch && ic + mc < m1) {
                     if (apacked == NULL) {
-                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, rs_a, cs_a);
+                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, 4, rs_a, cs_a);
                     }
                 } else if (fetch && next_jc < n1) {
                     if (apacked == NULL) {
-                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a + m0 * rs_a + next_pc * cs_a, rs_a, cs_a);
+                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a + m0 * rs_a + next_pc * cs_a, 4, rs_a, cs_a);
                     }
-                    gemm_prefetch_add(&pf, next_nc, next_kc, b + next_pc * rs_b + next_jc * cs_b, cs_b, rs_b);
+                    if (b16 != NULL) {
+                        gemm_prefetch_add(&pf, next_nc, next_kc, b16 + next_pc * rs_b + next_jc * cs_b, 2, cs_b, rs_b);
+                    } else {
+                        gemm_prefetch_add(&pf, next_nc, next_kc, b + next_pc * rs_b + next_jc * cs_b, 4, cs_b, rs_b);
+                    }
                 }
                 gemm_prefetch_arm(&pf, (long)((nc + g->nr - 1) / g->nr) * ((mc + g->mr - 1) / g->mr));
                 gemm_macro_kernel(g, mc, nc, ku, abuf, bbuf, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf);
@@ -650,7 +711,7 @@ static int gemm_share_a(const gemm_kernel *g, int tn, int M, int K) {
 // part of its grid row's rows of A into gemm_shared_a (at row m0: the rows of a grid row are
 // whole panels, so each grid row's blocks lie apart), and waits there for the whole team.
 static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share_a, int M, int N, int K, const float *a,
-                        ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
+                        ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
                         ptrdiff_t ldc, const gemm_epilogue *ep) {
     const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
     const int ti = tid / tn, tj = tid % tn;
@@ -666,17 +727,24 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
         #pragma omp barrier
         apacked = group;
     }
-    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid], apacked);
+    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid], apacked);
 }
 
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
-static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
-                 ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+// b16: NULL, or B's bf16 copy (uint16 bits at the same offsets as b's floats, each what the bf16
+// packing would round that float to: gemm_bf16_bits, NaN included), which the bf16 kernels that
+// have pack_b16 pack from instead of b (half the bytes read, no rounding; the same bits). b must
+// be given too (fp32, and kernels without pack_b16, read it), unless the run is bf16 and
+// gemm_b16_usable() says the copy will be used.
+static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+                    const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
 #ifdef _OPENMP
     if (omp_in_parallel()) { die("gemm: called inside a parallel region (its packing buffers are per thread number): call it from serial code"); }
 #endif
     if (M <= 0 || N <= 0) { return; }
     const gemm_kernel *g = gemm_kernel_current();
+    if (g->pack_b16 == NULL) { b16 = NULL; }
+    if (b16 == NULL && b == NULL) { die("gemm: no fp32 B for the %s kernel (only a bf16 copy)", g->name); }
     int tm, tn;
     gemm_thread_grid(g, M, N, gemm_max_threads(), &tm, &tn);
     gemm_buffers(tm * tn);
@@ -685,13 +753,21 @@ static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t 
 #ifdef _OPENMP
         // A team smaller than asked for (a thread limit) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
-            gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a, rs_a, cs_a, b, rs_b,
+            gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a, rs_a, cs_a, b, b16, rs_b,
                         cs_b, c, ldc, ep);
         } else if (omp_get_thread_num() == 0) {
-            gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+            gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep);
         }
 #else
-        gemm_thread(g, 0, tm, tn, 0, M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, c, ldc, ep);
+        gemm_thread(g, 0, tm, tn, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep);
 #endif
     }
 }
+
+static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+                 ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+    gemm_ex(M, N, K, a, rs_a, cs_a, b, NULL, rs_b, cs_b, c, ldc, ep);
+}
+
+// 1 if the next gemm_ex packs B from a bf16 copy when given one: bf16, on a kernel with pack_b16.
+static int gemm_b16_usable(void) { return precision_is_bf16() && gemm_kernel_current()->pack_b16 != NULL; }

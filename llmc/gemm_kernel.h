@@ -28,6 +28,7 @@ default is -ffp-contract=fast), so results do not depend on where the tile sits 
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "gelu.h"  // gelu_vec, the epilogue's GELU (and vecmath.h)
@@ -234,4 +235,8 @@ typedef struct {
     void (*tile)(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *c, ptrdiff_t ldc,
                  const gemm_tile_epilogue *ep, gemm_prefetch *pf);
     void (*thread_init)(void);  // NULL, or what a thread runs before its tiles (AMX: its tile configuration)
+    // B's kc x nc block from a bf16 copy (uint16 bits, B(k, n) = b[k*rs + n*cs], what pack_b would
+    // round each element to): the same packed panel as pack_b's; NULL where the kernel has none
+    // (fp32; AMX for now), and gemm then packs B from the fp32 source
+    void (*pack_b16)(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf);
 } gemm_kernel;

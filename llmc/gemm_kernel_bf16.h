@@ -257,6 +257,74 @@ static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, c
     return 0;
 }
 
+// gemm_pack_block_bf16_fast for a source that is bf16 already (uint16 bits, element (r, k) at
+// src[r*s_r + k*s_k]; gpt2.h's copy of the weights): no rounding, half the bytes read.
+//   s_k = 1: a pair (k = 2p, 2p+1) is one 32-bit word of the source: 16 rows by 16 pairs at a
+//     time, then the same 16 x 16 transpose of the words;
+//   s_r = 1: 16 rows of source row k and of k+1 (16 uint16 each), interleaved by one vpermw.
+// Returns 0 for any other layout, which the caller packs itself.
+GEMM_BF16_TARGET
+static int gemm_pack_block_bf16_fast16(int R, int full, int kcp, int kcp_stride, const uint16_t *src, ptrdiff_t s_r,
+                                       ptrdiff_t s_k, uint32_t *w) {
+    const size_t panel_words = (size_t)kcp_stride * R;
+    if (s_k == 1) {
+        const int p16 = kcp / 16 * 16;
+        for (int r0 = 0; r0 < full; r0 += R) {
+            uint32_t *wp = w + (size_t)(r0 / R) * panel_words;
+            for (int g = 0; g < R; g += 16) {
+                const int rn = gemm_min_bf16(16, R - g);
+                const __mmask16 m = (__mmask16)((1u << rn) - 1);
+                for (int p0 = 0; p0 < p16; p0 += 16) {
+                    __m512i v[16];
+                    #pragma GCC unroll 16
+                    for (int r = 0; r < 16; r++) {
+                        const uint16_t *x = src + (ptrdiff_t)(r0 + g + r) * s_r + 2 * p0;
+                        if (r < rn) { __builtin_prefetch(x + 16 * s_r); }  // the same line of the row one group on
+                        v[r] = r < rn ? _mm512_loadu_si512((const void *)x) : _mm512_setzero_si512();
+                    }
+                    gemm_transpose16_epi32(v);
+                    #pragma GCC unroll 16
+                    for (int q = 0; q < 16; q++) { _mm512_mask_storeu_epi32((void *)(wp + (size_t)(p0 + q) * R + g), m, v[q]); }
+                }
+            }
+        }
+        for (int r = 0; r < full; r++) {
+            const uint16_t *row = src + r * s_r;
+            uint32_t *wr = w + (size_t)(r / R) * panel_words + r % R;
+            for (int p = p16; p < kcp; p++) {
+                uint32_t word;
+                memcpy(&word, row + 2 * p, sizeof(word));  // k = 2p in the low half (little-endian)
+                wr[(size_t)p * R] = word;
+            }
+        }
+        return 1;
+    }
+    if (s_r == 1) {
+        // word j of the result: bf16 j of lo (low half), then bf16 j of hi (high half)
+        const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                    23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        for (int p0 = 0; p0 < kcp; p0 += 4) {
+            const int pn = gemm_min_bf16(4, kcp - p0);
+            for (int r0 = 0; r0 < full; r0 += R) {
+                uint32_t *dst = w + (size_t)(r0 / R) * panel_words + (size_t)p0 * R;
+                for (int q = 0; q < pn; q++) {
+                    const uint16_t *lo = src + (ptrdiff_t)(2 * (p0 + q)) * s_k + r0, *hi = lo + s_k;
+                    for (int r = 0; r < R; r += 16) {
+                        const __mmask16 m = R - r >= 16 ? 0xffff : (__mmask16)((1u << (R - r)) - 1);
+                        __builtin_prefetch(lo + 8 * s_k + r);  // the same line of the rows four pairs on
+                        __builtin_prefetch(hi + 8 * s_k + r);
+                        const __m512i pairs = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m, lo + r)),
+                                                                 _mm256_maskz_loadu_epi16(m, hi + r), 1);
+                        _mm512_mask_storeu_epi32((void *)(dst + (size_t)q * R + r), m, _mm512_permutexvar_epi16(interleave, pairs));
+                    }
+                }
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
 // 1 if this CPU (and OS) runs AVX-512 with AVX512_BF16.
 static int gemm_bf16_native_available(void) {
     __builtin_cpu_init();

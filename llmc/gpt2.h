@@ -169,6 +169,14 @@ typedef struct {
     size_t params_span;  // floats from the first tensor's start to the last's end (with alignment gaps)
     ParameterTensors params, grads, m, v;  // v: AdamW's second moment
     float *params_memory, *grads_memory, *m_memory, *v_memory;
+    // bf16 training: the parameters' bf16 bits (params_span of them, the layout of params_memory:
+    // 2 bytes a parameter), which the bf16 GEMM packs the weights from (matmul.h's weight16);
+    // allocated by the first training forward pass in bf16 (gpt2_bf16_weights_ready), NULL before
+    // and otherwise. params_bf16_current: 1 while it holds the bits of params_memory as they are;
+    // AdamW keeps it so (gpt2_update), anything else that writes the parameters calls
+    // gpt2_params_changed, and the next forward pass rounds the copy anew.
+    uint16_t *params_bf16;
+    int params_bf16_current;
     size_t act_sizes[NUM_ACTIVATION_TENSORS];
     size_t num_activations;
     ActivationTensors acts;
@@ -428,6 +436,47 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
 static void gpt2_free(GPT2 *model) {
     free(model->arena);
     model->arena = NULL;
+    free(model->params_bf16);
+    model->params_bf16 = NULL;
+    model->params_bf16_current = 0;
+}
+
+// Whoever writes the parameters other than gpt2_update (loading, initializing, the ranks'
+// broadcasts and all-gathers, tests) calls this: the bf16 copy is rounded anew before it is read.
+static void gpt2_params_changed(GPT2 *model) { model->params_bf16_current = 0; }
+
+// LLMC_BF16_WEIGHTS=0 turns the bf16 copy of the weights off: every bf16 product then rounds the
+// fp32 weights as it packs them (the same bits, more bytes read); for tests and comparisons.
+static int gpt2_bf16_weights_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *e = getenv("LLMC_BF16_WEIGHTS");
+        enabled = !(e != NULL && strcmp(e, "0") == 0);
+    }
+    return enabled;
+}
+
+// Before a forward pass: in bf16 training on a kernel that packs from bf16 (gemm_b16_usable),
+// the copy allocated (the first time) and current (rounded from the parameters if it is not).
+// Serial code.
+static void gpt2_bf16_weights_ready(GPT2 *model) {
+    if (model->grads_memory == NULL || !gemm_b16_usable() || !gpt2_bf16_weights_enabled()) { return; }
+    if (model->params_bf16 == NULL) {
+        const size_t bytes = model->params_span * sizeof(uint16_t);
+        model->params_bf16 = aligned_alloc_or_die((bytes + 63) / 64 * 64, "the bf16 copy of the parameters");
+        model->params_bf16_current = 0;
+    }
+    if (!model->params_bf16_current) {
+        bf16_round_floats(model->params_bf16, model->params_memory, model->params_span);
+        model->params_bf16_current = 1;
+    }
+}
+
+// The bf16 copy of parameter tensor w (a pointer into params_memory) for the matmuls, or NULL
+// where there is none or it is not current (the matmul then rounds w itself).
+static const uint16_t *gpt2_w16(const GPT2 *model, const float *w) {
+    if (model->params_bf16 == NULL || !model->params_bf16_current) { return NULL; }
+    return model->params_bf16 + (w - model->params_memory);
 }
 
 #define CHECKPOINT_CRC_MARK 0x43524332  // "CRC2" in header[8]: header[9] is the CRC32 of the tensors
@@ -464,6 +513,7 @@ static void gpt2_fill_header(const GPT2 *model, int header[256]) {
 // model->config, and checks the CRC32 when the file has one (our checkpoints).
 // Returns 0, or -1 with a one-line message in err.
 static int gpt2_try_load_params(GPT2 *model, const char *path, char *err, size_t errlen) {
+    gpt2_params_changed(model);
     FILE *f = fopen(path, "rb");
     if (f == NULL) { snprintf(err, errlen, "%s: cannot open for reading: %s", path, strerror(errno)); return -1; }
     int header[256], expected_header[256];
@@ -509,6 +559,7 @@ static int gpt2_try_load_params(GPT2 *model, const char *path, char *err, size_t
 static void gpt2_load_params(GPT2 *model, const char *path) {
     char err[PATH_MAX + 256];
     if (gpt2_try_load_params(model, path, err, sizeof(err)) != 0) { die("%s", err); }
+    gpt2_params_changed(model);
 }
 
 // GPT-2's initialization, as llm.c: weights ~ N(0, 0.02), the projections back
@@ -520,6 +571,7 @@ static void gpt2_init_params(GPT2 *model, uint64_t seed) {
     ParameterTensors *p = &model->params;
     // each tensor's values come from its own range of random streams (2^32 blocks apart)
     const uint64_t tensor = (uint64_t)1 << 32;
+    gpt2_params_changed(model);
     random_normal_parallel(p->wte, (size_t)cfg->vocab_size * cfg->channels, 0.0f, 0.02f, seed, 0 * tensor);
     random_normal_parallel(p->wpe, model->param_sizes[1], 0.0f, 0.02f, seed, 1 * tensor);
     random_normal_parallel(p->qkvw, model->param_sizes[4], 0.0f, 0.02f, seed, 4 * tensor);
@@ -610,19 +662,21 @@ static void block_forward(GPT2 *model, int layer, int B, int T, int recomputing)
 
     FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C),
             {"ln1_mean", a.ln1_mean, N, 1}, {"ln1_rstd", a.ln1_rstd, N, 1}, {"ln1", s->ln, N, C});
-    FORWARD(PROF_MATMUL, matmul_forward(a.qkv, s->ln, w.qkvw, w.qkvb, N, C, 3 * C), {"qkv", a.qkv, N, 3 * C});
+    FORWARD(PROF_MATMUL, matmul_forward(a.qkv, s->ln, w.qkvw, gpt2_w16(model, w.qkvw), w.qkvb, N, C, 3 * C), {"qkv", a.qkv, N, 3 * C});
     FORWARD(PROF_ATTENTION, attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH),
             {"att_lse", a.att_lse, (size_t)B * NH, T}, {"atty", a.atty, N, C});
-    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, a.atty, w.attprojw, w.attprojb, N, C, C),
+    FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, a.atty, w.attprojw, gpt2_w16(model, w.attprojw), w.attprojb,
+                                                 N, C, C),
             {"residual2", a.residual2, N, C});
 
     FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C),
             {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", s->ln, N, C});
-    FORWARD(PROF_MATMUL, matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, w.fcb, N, C, 4 * C),
+    FORWARD(PROF_MATMUL, matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, gpt2_w16(model, w.fcw), w.fcb, N, C, 4 * C),
             {"fch", a.fch, N, 4 * C}, {"fch_gelu", s->fch_gelu, N, 4 * C});
     if (recomputing) { return; }
     FORWARD(PROF_MATMUL,
-            matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C),
+            matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, gpt2_w16(model, w.fcprojw),
+                                    w.fcprojb, N, 4 * C, C),
             {"residual3", a.residual3, N, C});
 }
 
@@ -646,24 +700,26 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); gelu and ln2 recomputed
     BACKWARD(PROF_GELU, gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C), {"fch_gelu", s->fch_gelu, N, 4 * C});
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw,
-                                             N, 4 * C, C, dw));
+                                             gpt2_w16(model, w.fcprojw), N, 4 * C, C, dw));
     BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
     BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C),
              {"ln2", s->ln, N, C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, N, C, 4 * C, dw),
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, gpt2_w16(model, w.fcw), N, C,
+                                             4 * C, dw),
              {"dln2", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
 
     // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); ln1 recomputed
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw,
-                                             N, C, C, dw), {"datty", s->datty, N, C});
+                                             gpt2_w16(model, w.attprojw), N, C, C, dw), {"datty", s->datty, N, C});
     BACKWARD(PROF_ZEROING, memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float)));
     BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
     BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C),
              {"ln1", s->ln, N, C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, N, C, 3 * C, dw),
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, gpt2_w16(model, w.qkvw), N, C,
+                                             3 * C, dw),
              {"dln1", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean,
                                                 a.ln1_rstd, w.ln1w, N, C));
@@ -705,6 +761,7 @@ static void forward_final_layernorm(GPT2 *model, int B, int T) {
 
 // Everything up to the final LayerNorm (acts.lnf).
 static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
+    gpt2_bf16_weights_ready(model);
     forward_encoder(model, inputs, B, T);
     for (int l = 0; l < model->config.num_layers; l++) { block_forward(model, l, B, T, 0); }
     forward_final_layernorm(model, B, T);
@@ -720,7 +777,7 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
     for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK_ROWS) {
         int rows = N - r0 < CLASSIFIER_CHUNK_ROWS ? N - r0 : CLASSIFIER_CHUNK_ROWS;
         const float *x = acts->lnf + (size_t)r0 * C;
-        matmul_forward(acts->logits, x, model->params.wte, NULL, rows, C, Vp);
+        matmul_forward(acts->logits, x, model->params.wte, gpt2_w16(model, model->params.wte), NULL, rows, C, Vp);
         fwd_lap(model, PROF_MATMUL);
         if (model->observer != NULL) {
             model->observer(model->observer_ctx, "logits", -1, acts->logits, r0, rows, Vp);
@@ -733,8 +790,8 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
                 model->observer(model->observer_ctx, "dlogits", -1, acts->logits, r0, rows, Vp);
             }
             const int overwrite_dwte = model->grads_overwrite && r0 == 0 ? MATMUL_OVERWRITE_DWEIGHT : 0;
-            matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x,
-                               model->params.wte, rows, C, Vp, MATMUL_OVERWRITE_DINP | overwrite_dwte);
+            matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x, model->params.wte,
+                               gpt2_w16(model, model->params.wte), rows, C, Vp, MATMUL_OVERWRITE_DINP | overwrite_dwte);
             bwd_lap(model, PROF_MATMUL);
         }
     }
@@ -762,7 +819,7 @@ static float gpt2_forward(GPT2 *model, const int *inputs, const int *targets, in
 static const float *gpt2_logits(GPT2 *model, int row) {
     const GPT2Config *cfg = &model->config;
     matmul_forward(model->acts.logits, model->acts.lnf + (size_t)row * cfg->channels, model->params.wte,
-                   NULL, 1, cfg->channels, cfg->padded_vocab_size);
+                   gpt2_w16(model, model->params.wte), NULL, 1, cfg->channels, cfg->padded_vocab_size);
     return model->acts.logits;
 }
 
@@ -829,14 +886,19 @@ static float gpt2_grad_norm(const GPT2 *model) {
 // (the 2-D tensors only). The range may cut through tensors (a ZeRO-1 shard, llmc/zero.h).
 static void gpt2_update_range(GPT2 *model, size_t lo, size_t hi, float *m, float *v, float lr, float beta1,
                               float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    // the whole span: the bf16 copy (where there is one) written in the same pass, and current
+    // after; a shard: the copy is left alone and stale (the next forward rounds it anew)
+    uint16_t *params16 = lo == 0 && hi == model->params_span ? model->params_bf16 : NULL;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         const size_t t0 = (size_t)(((float **)&model->params)[i] - model->params_memory);
         const size_t t1 = t0 + model->param_sizes[i];
         const size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
         if (a >= b) { continue; }
-        adamw_update(model->params_memory + a, model->grads_memory + a, m + (a - lo), v + (a - lo), b - a, lr,
-                     beta1, beta2, eps, PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
+        adamw_update_ex(model->params_memory + a, params16 != NULL ? params16 + a : NULL, model->grads_memory + a,
+                        m + (a - lo), v + (a - lo), b - a, lr, beta1, beta2, eps,
+                        PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
     }
+    model->params_bf16_current = params16 != NULL;
 }
 
 static void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, float eps, float weight_decay,

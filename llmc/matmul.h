@@ -16,9 +16,16 @@ Each function opens its own OpenMP parallel region; call them from serial code. 
 bit-identical run after run and for any thread count. The simple versions these replace are
 version 1 in dev/cpu/matmul_forward.c and dev/cpu/matmul_backward.c.
 
-The LM head is matmul_forward(logits, x, wte, NULL, rows, C, Vp) and
+The LM head is matmul_forward(logits, x, wte, NULL, NULL, rows, C, Vp) and
 matmul_backward(dx, dwte, NULL, dlogits, x, wte, rows, C, Vp); gemm.h shows how to compute
 a block of vocabulary columns at a time.
+
+weight16: the forward functions and matmul_backward_ex take, beside the fp32 weight, an
+optional bf16 copy of it (uint16 bits, the same layout, each what the bf16 packing would round
+the float to: gemm_bf16_bits; gpt2.h's AdamW writes it) or NULL. In bf16, on a kernel that packs
+B from bf16 (gemm.h's pack_b16: the emulated and vdpbf16ps paths, not AMX), the products read
+the copy instead of the weight (half the bytes, no rounding; the same bits); otherwise, and in
+fp32, the fp32 weight. The weight gradient never reads it.
 */
 #pragma once
 
@@ -42,20 +49,21 @@ static const char *matmul_precision_path(void) { return gemm_path_name(); }
 static int matmul_one_row(int BT) { return BT == 1 && !precision_is_bf16(); }
 
 // out (BT, OC) = inp (BT, C) . weight^T + bias. weight is (OC, C), bias is (OC) or NULL.
-static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                           int BT, int C, int OC) {
+static void matmul_forward(float *out, const float *inp, const float *weight, const uint16_t *weight16,
+                           const float *bias, int BT, int C, int OC) {
     if (matmul_one_row(BT)) { gemv(out, NULL, inp, weight, bias, C, OC, 0, NULL); return; }
     const gemm_epilogue ep = {.bias = bias};
-    gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
+    gemm_ex(BT, OC, C, inp, C, 1, weight, weight16, 1, C, out, OC, &ep);
 }
 
 // out (BT, OC) = residual (BT, OC) + inp (BT, C) . weight^T + bias: the projection and the
 // residual add in one pass. residual may be out itself (out += inp . weight^T + bias).
 static void matmul_forward_residual(float *out, const float *residual, const float *inp,
-                                    const float *weight, const float *bias, int BT, int C, int OC) {
+                                    const float *weight, const uint16_t *weight16, const float *bias, int BT, int C,
+                                    int OC) {
     if (matmul_one_row(BT)) { gemv(out, residual, inp, weight, bias, C, OC, 0, NULL); return; }
     const gemm_epilogue ep = {.addend = residual, .ld_addend = OC, .bias = bias};
-    gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
+    gemm_ex(BT, OC, C, inp, C, 1, weight, weight16, 1, C, out, OC, &ep);
 }
 
 // The MLP's first layer with its activation: pre (BT, OC) = inp (BT, C) . weight^T + bias
@@ -65,10 +73,10 @@ static void matmul_forward_residual(float *out, const float *residual, const flo
 // the same bits (dev/cpu/gemm_check.c checks it against float64). pre may be NULL (not stored: the
 // backward pass would then recompute it); pre and out must not overlap.
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
-                                const float *bias, int BT, int C, int OC) {
+                                const uint16_t *weight16, const float *bias, int BT, int C, int OC) {
     if (matmul_one_row(BT)) { gemv(out, NULL, inp, weight, bias, C, OC, 1, pre); return; }
     const gemm_epilogue ep = {.bias = bias, .gelu = 1, .pre = pre, .ld_pre = OC};
-    gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, &ep);
+    gemm_ex(BT, OC, C, inp, C, 1, weight, weight16, 1, C, out, OC, &ep);
 }
 
 // Flags of matmul_backward_ex: which gradients are overwritten (=) rather than accumulated (+=).
@@ -107,11 +115,11 @@ static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC
 // dbias (OC) (+)= column sums of dout; flags (MATMUL_OVERWRITE_*) pick = over += for each.
 // Any of dinp, dweight, dbias may be NULL to skip it.
 static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const float *dout,
-                               const float *inp, const float *weight, int BT, int C, int OC,
-                               unsigned flags) {
+                               const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
+                               int OC, unsigned flags) {
     if (dinp != NULL) {
         const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
-        gemm(BT, C, OC, dout, OC, 1, weight, C, 1, dinp, C, &ep);
+        gemm_ex(BT, C, OC, dout, OC, 1, weight, weight16, C, 1, dinp, C, &ep);
     }
     if (dweight != NULL) {
         const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
@@ -124,5 +132,5 @@ static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const 
 // of dout. dinp, dweight or dbias may be NULL to skip it.
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int BT, int C, int OC) {
-    matmul_backward_ex(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, 0);
+    matmul_backward_ex(dinp, dweight, dbias, dout, inp, weight, NULL, BT, C, OC, 0);
 }

@@ -146,6 +146,7 @@ static void zero_update(const ZeroOptimizer *opt, GPT2 *model, float lr, float b
     gpt2_update_range(model, opt->shard_offset, opt->shard_offset + opt->shard_count, model->m_memory,
                       model->v_memory, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     zero_all_gather_f32(model->params_memory, model->params_span);
+    gpt2_params_changed(model);  // gpt2_update_range left the bf16 copy stale already; said again here
 }
 
 // Checkpoints hold all of m and v. Under ZeRO-1, rank 0 reads and writes them through a
@@ -188,6 +189,7 @@ static void zero_distribute_model(const ZeroOptimizer *opt, GPT2 *model, GPT2 *w
     zero_broadcast(resumed, sizeof(*resumed), 0);
     zero_broadcast(state, sizeof(*state), 0);
     zero_broadcast(model->params_memory, model->params_span * sizeof(float), 0);
+    gpt2_params_changed(model);
     if (*resumed) {
         if (opt->stage == 0) {
             zero_broadcast(model->m_memory, model->params_span * sizeof(float), 0);

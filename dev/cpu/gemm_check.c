@@ -260,23 +260,23 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
     #define WORST(count, got, want, bound) do { worst = 0.0; for (size_t q = 0; q < (count); q++) { \
         double e_ = fabs((double)(got) - (want)) / ((bound) + 1e-30); if (!(e_ <= worst)) { worst = e_; } } } while (0)
 
-    matmul_forward(out, inp, w, bias, BT, C, OC);
+    matmul_forward(out, inp, w, NULL, bias, BT, C, OC);
     WORST(n_out, out[q], fwd[q], (C + 2) * u * fwd_mag[q]);
     snprintf(name, sizeof(name), "%s matmul_forward BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, worst <= 1.0, "beyond the fp32 error bound");
 
-    matmul_forward_residual(out, res, inp, w, bias, BT, C, OC);
+    matmul_forward_residual(out, res, inp, w, NULL, bias, BT, C, OC);
     WORST(n_out, out[q], fwd[q] + res[q], (C + 3) * u * (fwd_mag[q] + fabs(res[q])));
     snprintf(name, sizeof(name), "%s matmul_forward_residual BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, worst <= 1.0, "beyond the fp32 error bound");
 
     memcpy(out, res, n_out * sizeof(float));
-    matmul_forward_residual(out, out, inp, w, bias, BT, C, OC);
+    matmul_forward_residual(out, out, inp, w, NULL, bias, BT, C, OC);
     WORST(n_out, out[q], fwd[q] + res[q], (C + 3) * u * (fwd_mag[q] + fabs(res[q])));
     snprintf(name, sizeof(name), "%s matmul_forward_residual in place BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, worst <= 1.0, "beyond the fp32 error bound");
 
-    matmul_forward_gelu(out, pre, inp, w, bias, BT, C, OC);
+    matmul_forward_gelu(out, pre, inp, w, NULL, bias, BT, C, OC);
     WORST(n_out, out[q], gelu64(fwd[q]), 1.13 * (C + 2) * u * fwd_mag[q] + 8 * u * fabs(gelu64(fwd[q])));
     double worst_gelu = worst;
     WORST(n_out, pre[q], fwd[q], (C + 2) * u * fwd_mag[q]);
@@ -284,7 +284,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
     report(name, worst <= 1.0 && worst_gelu <= 1.0, "beyond the fp32 error bound");
 
     float *out2 = make_random(n_out, 31);
-    matmul_forward_gelu(out2, NULL, inp, w, bias, BT, C, OC);
+    matmul_forward_gelu(out2, NULL, inp, w, NULL, bias, BT, C, OC);
     snprintf(name, sizeof(name), "%s matmul_forward_gelu without pre BT=%d C=%d OC=%d", mode_name, BT, C, OC);
     report(name, memcmp(out, out2, n_out * sizeof(float)) == 0, "differs from the run that stores pre");
 
@@ -327,7 +327,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
             fill_random(dinp, n_in, 99);
             fill_random(dw, n_w, 98);
             fill_random(db, OC, 97);
-            matmul_backward_ex(dinp, dw, db, dout, inp, w, BT, C, OC,
+            matmul_backward_ex(dinp, dw, db, dout, inp, w, NULL, BT, C, OC,
                                MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT | MATMUL_OVERWRITE_DBIAS);
         }
     }
@@ -508,6 +508,73 @@ static void compare_amx_emulated(void) {
            max_ulp);
 }
 
+static uint64_t xorshift(uint64_t *s) {
+    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+    return *s;
+}
+
+// gemm_ex with B from its bf16 copy (gemm_bf16_bits of each float: what gpt2.h's AdamW writes)
+// against gemm with the fp32 B, on the current bf16 path: the same bits, for B as it is and
+// transposed (both of GPT-2's layouts: pairs along rows, and pairs across two rows), odd K,
+// partial panels, several k blocks, an odd leading dimension (pairs at odd uint16 offsets),
+// addend and bias, 1 to 4 threads; B holds NaN, inf, subnormals and rounding ties too.
+// Where the kernel has no pack_b16 (AMX) the copy is ignored and B is read from fp32.
+static void check_b16_copy(void) {
+    const int sizes[] = {1, 2, 3, 12, 13, 31, 32, 33, 64, 97, 200, 385};
+    const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    uint64_t s = 4242;
+    int differ = 0, count = 0;
+    char first[200] = "";
+    for (int trial = 0; trial < 96; trial++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        const int M = sizes[s % nsizes], N = sizes[(s >> 8) % nsizes], trans_b = (int)((s >> 24) & 1);
+        int K = sizes[(s >> 16) % nsizes];
+        if (trial % 4 == 0) { K = 385 + (int)(s >> 40) % 700; }  // several k blocks, odd and even
+        const int pad = (int)((s >> 30) % 3), threads = 1 + trial % 4, epilogue = (int)((s >> 32) % 3);
+        const ptrdiff_t ldb = (trans_b ? K : N) + pad;  // pad 1: rows start at odd offsets
+        const ptrdiff_t rs_b = trans_b ? 1 : ldb, cs_b = trans_b ? ldb : 1;
+        const size_t nb = (size_t)(trans_b ? N : K) * ldb;
+        float *a = malloc_or_die((size_t)M * K * sizeof(float), "a"), *b = malloc_or_die(nb * sizeof(float), "b");
+        uint16_t *b16 = malloc_or_die(nb * sizeof(uint16_t), "b16");
+        float *add = malloc_or_die((size_t)M * N * sizeof(float), "addend"), *bias = malloc_or_die(N * sizeof(float), "bias");
+        float *c1 = malloc_or_die((size_t)M * N * sizeof(float), "c"), *c2 = malloc_or_die((size_t)M * N * sizeof(float), "c");
+        for (size_t i = 0; i < (size_t)M * K; i++) { a[i] = (float)((int)(xorshift(&s) % 2001) - 1000) / 997.0f; }
+        for (size_t i = 0; i < nb; i++) {
+            const uint64_t r = xorshift(&s);
+            float x = (float)((int)(r % 200001) - 100000) / 77777.0f;
+            switch ((r >> 40) % 64) {
+            case 0: x = NAN; break;
+            case 1: x = -INFINITY; break;
+            case 2: x = 0x1p-130f * (float)((int)(r >> 20) % 97 - 48); break;  // subnormal
+            case 3: x = 1.0f + 0x1p-8f; break;                                 // a tie: to even (1)
+            case 4: x = 1.0f + 0x1.8p-8f; break;                               // a tie: to even (up)
+            default: break;
+            }
+            b[i] = x;
+            b16[i] = (uint16_t)(gemm_bf16_bits(x) >> 16);
+        }
+        for (size_t i = 0; i < (size_t)M * N; i++) { add[i] = (float)i * 0.001f; }
+        for (int j = 0; j < N; j++) { bias[j] = (float)j * -0.01f; }
+        const gemm_epilogue ep = {.addend = epilogue == 1 ? add : NULL, .ld_addend = N, .bias = epilogue == 2 ? bias : NULL};
+        set_threads(threads);
+        gemm(M, N, K, a, K, 1, b, rs_b, cs_b, c1, N, &ep);
+        // the copy alone where the kernel packs from it (b NULL: a fallback to fp32 would die)
+        gemm_ex(M, N, K, a, K, 1, gemm_b16_usable() ? NULL : b, b16, rs_b, cs_b, c2, N, &ep);
+        count++;
+        if (memcmp(c1, c2, (size_t)M * N * sizeof(float)) != 0 && differ++ == 0) {
+            snprintf(first, sizeof(first), "first at M=%d N=%d K=%d transB=%d ldb=%td threads=%d epilogue=%d", M, N, K,
+                     trans_b, ldb, threads, epilogue);
+        }
+        free(a); free(b); free(b16); free(add); free(bias); free(c1); free(c2);
+    }
+    set_threads(4);
+    char name[200], detail[260];
+    snprintf(name, sizeof(name), "%s: B from its bf16 copy bit-identical to B from fp32 on %d problems%s", mode_name, count,
+             gemm_b16_usable() ? "" : " (this kernel has no pack_b16: the copy is ignored)");
+    snprintf(detail, sizeof(detail), "%d differ, %s", differ, first);
+    report(name, differ == 0, detail);
+}
+
 static void check_all_gemms(void) {
     check_problems();
     check_determinism();
@@ -561,6 +628,7 @@ int main(int argc, char **argv) {
         mode_name = mode_names[path];
         printf("%s: %s\n", mode_name, matmul_precision_path());
         check_all_gemms();
+        check_b16_copy();
     }
 #if GEMM_HAVE_BF16_KERNEL
     if (native) { check_native_vs_emulated(); }

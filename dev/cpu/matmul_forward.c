@@ -43,8 +43,14 @@ static void matmul_forward2(float *out, const float *inp, const float *weight, c
     step_gemm(BT, OC, C, inp, C, 1, weight, 1, C, out, OC, 1);
 }
 
+// version 3: llmc/matmul.h's, without a bf16 copy of the weight
+static void matmul_forward3(float *out, const float *inp, const float *weight, const float *bias,
+                            int BT, int C, int OC) {
+    matmul_forward(out, inp, weight, NULL, bias, BT, C, OC);
+}
+
 typedef void (*forward_fn)(float *, const float *, const float *, const float *, int, int, int);
-static const forward_fn versions[] = {NULL, matmul_forward1, matmul_forward2, matmul_forward};
+static const forward_fn versions[] = {NULL, matmul_forward1, matmul_forward2, matmul_forward3};
 #define NVERSIONS ((int)(sizeof(versions) / sizeof(versions[0])) - 1)
 
 typedef struct {

@@ -24,7 +24,7 @@ configs=(
 # rounding mutant)
 quick=${TEST_QUICK:-0}
 quick_configs="native amx-emulated"
-quick_mutants="pair order swapped in the native packing"
+quick_mutants="pair order swapped in the native packing|pair halves swapped in the bf16-source packing"
 for config in "${configs[@]}"; do
     name=${config%%:*}
     extra=${config#*:}
@@ -78,6 +78,10 @@ MUTANTS=(
     "llmc/gemm.h|s/    dst\[0\] = gemm_bf16_round(hi);/    dst[0] = gemm_bf16_round(lo);/;s/    dst\[step\] = gemm_bf16_round(lo);/    dst[step] = gemm_bf16_round(hi);/|1|pair order swapped in the emulated packing (k first)"
     "llmc/gemm_kernel_bf16.h|s/        v\[8 + j\] = _mm512_shuffle_i32x4(t\[j\], t\[8 + j\], 0xdd);/        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);/|1|a wrong lane shuffle in the packing's 16x16 transpose (native path)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi + r), _mm512_maskz_loadu_ps(m, lo + r))/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, lo + r), _mm512_maskz_loadu_ps(m, hi + r))/|1|pair order swapped in the vpermw interleave of the native packing (source rows k, k+1 adjacent)"
+    "llmc/gemm.h|s/= (uint32_t)lo . (uint32_t)hi << 16;/= (uint32_t)hi ^ (uint32_t)lo << 16;/|1|pair halves swapped in the bf16-source packing (B from the bf16 copy of the weights; native path, its partial panels and tails)"
+    "llmc/gemm.h|s/f\[(size_t)2 \* p \* r_panel + r\] = gemm_bf16_float(hi);/f[(size_t)2 * p * r_panel + r] = gemm_bf16_float(lo); hi = lo;/|0|the bf16-source packing of the emulated path storing k first (and k again for k+1)"
+    "llmc/gemm_kernel_bf16.h|s/_mm256_maskz_loadu_epi16(m, lo + r)),/_mm256_maskz_loadu_epi16(m, hi + r)),/|1|the bf16-source vpermw interleave reading row k+1 for both halves (native packing of B rows k, k+1 adjacent)"
+    "llmc/gemm_kernel_bf16.h|s/v\[r\] = r < rn ? _mm512_loadu_si512((const void \*)x)/v[r] = r < rn ? _mm512_loadu_si512((const void *)(x + 2))/|1|the bf16-source packing of pairs along rows reading one pair late (native, 16 x 16 transposed blocks)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_loadu_ps(cin + i \* ldcin));/_mm512_loadu_ps(cin));/|1|every row given the addend's first row in the native kernel's in-register epilogue"
     "llmc/gemm_kernel.h|s/        a += GEMM_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|0|a tile of fewer than MR rows stepping through its a panel by its own row count (fp32 kernel, which the emulated bf16 path runs)"
     "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"

@@ -217,4 +217,38 @@ else
         else pass "mutant caught: $what (the run differs from --recompute 0)"; fi
     done
     rm -rf "$dir"
+
+    # --- bf16 training packs the weights from the bf16 copy AdamW writes (llmc/gpt2.h,
+    # params_bf16): bit-identical to rounding the fp32 weights in every product
+    # (LLMC_BF16_WEIGHTS=0) over 10 steps, on the fastest bf16 path and the emulated one; and
+    # a copy truncated instead of rounded by AdamW must break it (the first step, whose copy is
+    # rounded from the loaded weights, still agrees).
+    LLMC_BF16_WEIGHTS=0 recompute_run ./train_gpt2 bf16 0 "$tmp/w16off_bf16"
+    if [ "$(grep -c ' trl:' "$tmp/w16off_bf16/main.log")" -eq 10 ] && same_run "$tmp/rc0_bf16" "$tmp/w16off_bf16"; then
+        pass "bf16 weights from AdamW's bf16 copy are bit-identical to LLMC_BF16_WEIGHTS=0 over 10 steps (checkpoints, losses, samples)"
+    else
+        fail "bf16 copy of the weights bit-identical to LLMC_BF16_WEIGHTS=0" "$(tail -n 1 "$tmp/w16off_bf16.out")"
+    fi
+    LLMC_BF16_PATH=emulated recompute_run ./train_gpt2 bf16 1 "$tmp/w16on_emu"
+    LLMC_BF16_PATH=emulated LLMC_BF16_WEIGHTS=0 recompute_run ./train_gpt2 bf16 1 "$tmp/w16off_emu"
+    if [ "$(grep -c ' trl:' "$tmp/w16on_emu/main.log")" -eq 10 ] && same_run "$tmp/w16on_emu" "$tmp/w16off_emu"; then
+        pass "bf16 weights from the copy bit-identical to LLMC_BF16_WEIGHTS=0 on the emulated path, --recompute 1"
+    else
+        fail "bf16 copy of the weights bit-identical on the emulated path" "$(tail -n 1 "$tmp/w16on_emu.out")"
+    fi
+    dir=build/mutant_bf16_weights
+    rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
+    sed -i 's/vec_store_bf16_partial(params16 + i, np, k);/vec_store_bf16_partial(params16 + i, (vfloat)((vint)np \& (int32_t)0xffff0000u), k);/' "$dir/llmc/adamw.h"
+    what="AdamW writes the bf16 copy truncated instead of rounded to nearest-even"
+    if cmp -s llmc/adamw.h "$dir/llmc/adamw.h"; then fail "mutant: $what" "the sed expression no longer matches llmc/adamw.h"
+    elif ! out=$(make -s -C "$dir" train_gpt2 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"
+    else
+        rm -rf "$tmp/mutant" "$tmp/mutant.out"
+        recompute_run "$dir/train_gpt2" bf16 0 "$tmp/mutant"
+        if same_run "$tmp/w16off_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+        elif [ "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/mutant/main.log")" != "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/w16off_bf16/main.log")" ]; then
+            fail "mutant caught: $what" "step 0 differs too: the mutant should change AdamW's copy only"
+        else pass "mutant caught: $what (step 0 agrees, the run differs after)"; fi
+    fi
+    rm -rf "$dir"
 fi
