@@ -191,19 +191,34 @@ static inline void gemm_bf16_store_emulated(float *dst, int step, float lo, floa
     dst[step] = gemm_bf16_round(lo);
 }
 
+// x's bf16 bits as the float they stand for.
+static inline float gemm_bf16_float(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
 // Packs a block of A or B for bf16: len rows of A (or columns of B) by kc k's, element (r, k)
 // at src[r*s_r + k*s_k], into r_panel-wide panels of (kc + 1) / 2 pairs (rows past len and the
 // k past kc padded with zero). native: buf[panel][p][r] is the pair word (k = 2p, 2p+1);
 // emulated: buf[panel][2p][r] = bf16(k = 2p + 1) and buf[panel][2p + 1][r] = bf16(k = 2p), floats.
-static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float *src, ptrdiff_t s_r,
-                           ptrdiff_t s_k, void *buf) {
+// src16, where not NULL, is the source already in bf16 instead (uint16 bits, the same strides;
+// src unused), e.g. gpt2.h's copy of the weights: rounding a bf16 value again leaves it as it
+// is (a NaN there is quiet already), so the panels are those of the fp32 values it came from.
+static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float *src, const uint16_t *src16,
+                           ptrdiff_t s_r, ptrdiff_t s_k, void *buf) {
     const int kcp = (kc + 1) / 2, kfull = kc / 2;  // pairs, and pairs with both halves in K
     const int full = len / r_panel * r_panel;     // rows in full panels
     uint32_t *wbuf = buf;
     float *fbuf = buf;
     int fast_pairs = 0;  // pairs of the full panels already packed, vectorized where the layout allows
 #if GEMM_HAVE_BF16_KERNEL
-    if (native && full > 0 && gemm_pack_block_bf16_fast(r_panel, full, kfull, kcp, src, s_r, s_k, wbuf)) { fast_pairs = kfull; }
+    if (native && full > 0 &&
+        (src16 != NULL ? gemm_pack_block_bf16_fast16(r_panel, full, kfull, kcp, src16, s_r, s_k, wbuf)
+                       : gemm_pack_block_bf16_fast(r_panel, full, kfull, kcp, src, s_r, s_k, wbuf))) {
+        fast_pairs = kfull;
+    }
 #endif
     for (int r0 = 0; r0 < len; r0 += r_panel) {
         const int rn = gemm_min(r_panel, len - r0);
@@ -215,58 +230,14 @@ static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float
             for (int r = 0; r < r_panel; r++) {
                 float lo = 0.0f, hi = 0.0f;
                 if (r < rn) {
-                    const float *e = src + (ptrdiff_t)(r0 + r) * s_r + (ptrdiff_t)(2 * p) * s_k;
-                    lo = e[0];
-                    hi = p < kfull ? e[s_k] : 0.0f;
+                    const ptrdiff_t e = (ptrdiff_t)(r0 + r) * s_r + (ptrdiff_t)(2 * p) * s_k;
+                    lo = src16 != NULL ? gemm_bf16_float(src16[e]) : src[e];
+                    hi = p >= kfull ? 0.0f : src16 != NULL ? gemm_bf16_float(src16[e + s_k]) : src[e + s_k];
                 }
                 if (native) {
                     w[(size_t)p * r_panel + r] = gemm_bf16_pair(lo, hi);
                 } else {
                     gemm_bf16_store_emulated(f + (size_t)2 * p * r_panel + r, r_panel, lo, hi);
-                }
-            }
-        }
-    }
-}
-
-// gemm_pack_bf16 from a source already in bf16 (uint16 bits, element (r, k) at src[r*s_r + k*s_k],
-// e.g. gpt2.h's copy of the weights): the same panels, bit for bit, as gemm_pack_bf16 of the fp32
-// values those bits were rounded from (gemm_bf16_bits), with the same zero padding.
-static inline float gemm_bf16_float(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-static void gemm_pack_bf16_src16(int native, int r_panel, int len, int kc, const uint16_t *src, ptrdiff_t s_r,
-                                 ptrdiff_t s_k, void *buf) {
-    const int kcp = (kc + 1) / 2, kfull = kc / 2;
-    const int full = len / r_panel * r_panel;
-    uint32_t *wbuf = buf;
-    float *fbuf = buf;
-    int fast_pairs = 0;
-#if GEMM_HAVE_BF16_KERNEL
-    if (native && full > 0 && gemm_pack_block_bf16_fast16(r_panel, full, kfull, kcp, src, s_r, s_k, wbuf)) { fast_pairs = kfull; }
-#endif
-    for (int r0 = 0; r0 < len; r0 += r_panel) {
-        const int rn = gemm_min(r_panel, len - r0);
-        const size_t panel = (size_t)r0 * kcp * (native ? 1 : 2);
-        uint32_t *w = wbuf + panel;
-        float *f = fbuf + panel;
-        int p = rn == r_panel ? fast_pairs : 0;
-        for (; p < kcp; p++) {
-            for (int r = 0; r < r_panel; r++) {
-                uint16_t lo = 0, hi = 0;
-                if (r < rn) {
-                    const uint16_t *e = src + (ptrdiff_t)(r0 + r) * s_r + (ptrdiff_t)(2 * p) * s_k;
-                    lo = e[0];
-                    hi = p < kfull ? e[s_k] : 0;
-                }
-                if (native) {
-                    w[(size_t)p * r_panel + r] = (uint32_t)lo | (uint32_t)hi << 16;
-                } else {  // gemm_bf16_store_emulated's order: k+1 first
-                    f[(size_t)2 * p * r_panel + r] = gemm_bf16_float(hi);
-                    f[(size_t)(2 * p + 1) * r_panel + r] = gemm_bf16_float(lo);
                 }
             }
         }
@@ -386,25 +357,25 @@ static void gemm_tile_fp32(int mr, int nr, int kw, const float *apanel, const fl
 
 // The emulated bf16 path's packing: the fp32 kernel's panels of bf16-rounded floats, pairs (k+1, k).
 static void gemm_pack_a_bf16_emulated(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(0, GEMM_MR, mc, kc, a, rs, cs, buf);
+    gemm_pack_bf16(0, GEMM_MR, mc, kc, a, NULL, rs, cs, buf);
 }
 static void gemm_pack_b_bf16_emulated(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(0, GEMM_NR, nc, kc, b, cs, rs, buf);
+    gemm_pack_bf16(0, GEMM_NR, nc, kc, b, NULL, cs, rs, buf);
 }
 
 static void gemm_pack_b16_bf16_emulated(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16_src16(0, GEMM_NR, nc, kc, b, cs, rs, buf);
+    gemm_pack_bf16(0, GEMM_NR, nc, kc, NULL, b, cs, rs, buf);
 }
 
 #if GEMM_HAVE_BF16_KERNEL
 static void gemm_pack_b16_bf16_native(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16_src16(1, GEMM_BF16_NR, nc, kc, b, cs, rs, buf);
+    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, NULL, b, cs, rs, buf);
 }
 static void gemm_pack_a_bf16_native(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(1, GEMM_BF16_MR, mc, kc, a, rs, cs, buf);
+    gemm_pack_bf16(1, GEMM_BF16_MR, mc, kc, a, NULL, rs, cs, buf);
 }
 static void gemm_pack_b_bf16_native(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, b, cs, rs, buf);
+    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, b, NULL, cs, rs, buf);
 }
 
 // The vdpbf16ps kernel's tile over kw pairs: it fetches the next blocks' source lines (pf) as
