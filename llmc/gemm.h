@@ -200,13 +200,14 @@ static inline float gemm_bf16_float(uint16_t h) {
 }
 
 // Packs a block of A or B for bf16: len rows of A (or columns of B) by kc k's, element (r, k)
-// at src[r*s_r + k*s_k], into r_panel-wide panels of (kc + 1) / 2 pairs (rows past len and the
-// k past kc padded with zero). native: buf[panel][p][r] is the pair word (k = 2p, 2p+1);
-// emulated: buf[panel][2p][r] = bf16(k = 2p + 1) and buf[panel][2p + 1][r] = bf16(k = 2p), floats.
+// at src[r*s_r + k*s_k], into r_panel-wide panels of kw >= (kc + 1) / 2 pairs (rows past len,
+// the k past kc and the pairs past them padded with zero: AMX's panels hold a multiple of 16).
+// native: buf[panel][p][r] is the pair word (k = 2p, 2p+1); emulated: buf[panel][2p][r] =
+// bf16(k = 2p + 1) and buf[panel][2p + 1][r] = bf16(k = 2p), floats.
 // src16, where not NULL, is the source already in bf16 instead (uint16 bits, the same strides;
 // src unused), e.g. gpt2.h's copy of the weights: rounding a bf16 value again leaves it as it
 // is (a NaN there is quiet already), so the panels are those of the fp32 values it came from.
-static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float *src, const uint16_t *src16,
+static void gemm_pack_bf16(int native, int r_panel, int len, int kc, int kw, const float *src, const uint16_t *src16,
                            ptrdiff_t s_r, ptrdiff_t s_k, void *buf) {
     const int kcp = (kc + 1) / 2, kfull = kc / 2;  // pairs, and pairs with both halves in K
     const int full = len / r_panel * r_panel;     // rows in full panels
@@ -215,21 +216,21 @@ static void gemm_pack_bf16(int native, int r_panel, int len, int kc, const float
     int fast_pairs = 0;  // pairs of the full panels already packed, vectorized where the layout allows
 #if GEMM_HAVE_BF16_KERNEL
     if (native && full > 0 &&
-        (src16 != NULL ? gemm_pack_block_bf16_fast16(r_panel, full, kfull, kcp, src16, s_r, s_k, wbuf)
-                       : gemm_pack_block_bf16_fast(r_panel, full, kfull, kcp, src, s_r, s_k, wbuf))) {
+        (src16 != NULL ? gemm_pack_block_bf16_fast16(r_panel, full, kfull, kw, src16, s_r, s_k, wbuf)
+                       : gemm_pack_block_bf16_fast(r_panel, full, kfull, kw, src, s_r, s_k, wbuf))) {
         fast_pairs = kfull;
     }
 #endif
     for (int r0 = 0; r0 < len; r0 += r_panel) {
         const int rn = gemm_min(r_panel, len - r0);
-        const size_t panel = (size_t)r0 * kcp * (native ? 1 : 2);
+        const size_t panel = (size_t)r0 * kw * (native ? 1 : 2);
         uint32_t *w = wbuf + panel;
         float *f = fbuf + panel;
         int p = rn == r_panel ? fast_pairs : 0;
-        for (; p < kcp; p++) {
+        for (; p < kw; p++) {
             for (int r = 0; r < r_panel; r++) {
                 float lo = 0.0f, hi = 0.0f;
-                if (r < rn) {
+                if (r < rn && p < kcp) {
                     const ptrdiff_t e = (ptrdiff_t)(r0 + r) * s_r + (ptrdiff_t)(2 * p) * s_k;
                     lo = src16 != NULL ? gemm_bf16_float(src16[e]) : src[e];
                     hi = p >= kfull ? 0.0f : src16 != NULL ? gemm_bf16_float(src16[e + s_k]) : src[e + s_k];
@@ -357,26 +358,37 @@ static void gemm_tile_fp32(int mr, int nr, int kw, const float *apanel, const fl
 
 // The emulated bf16 path's packing: the fp32 kernel's panels of bf16-rounded floats, pairs (k+1, k).
 static void gemm_pack_a_bf16_emulated(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(0, GEMM_MR, mc, kc, a, NULL, rs, cs, buf);
+    gemm_pack_bf16(0, GEMM_MR, mc, kc, (kc + 1) / 2, a, NULL, rs, cs, buf);
 }
 static void gemm_pack_b_bf16_emulated(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(0, GEMM_NR, nc, kc, b, NULL, cs, rs, buf);
+    gemm_pack_bf16(0, GEMM_NR, nc, kc, (kc + 1) / 2, b, NULL, cs, rs, buf);
 }
 
 static void gemm_pack_b16_bf16_emulated(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(0, GEMM_NR, nc, kc, NULL, b, cs, rs, buf);
+    gemm_pack_bf16(0, GEMM_NR, nc, kc, (kc + 1) / 2, NULL, b, cs, rs, buf);
 }
 
 #if GEMM_HAVE_BF16_KERNEL
 static void gemm_pack_b16_bf16_native(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, NULL, b, cs, rs, buf);
+    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, (kc + 1) / 2, NULL, b, cs, rs, buf);
 }
 static void gemm_pack_a_bf16_native(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(1, GEMM_BF16_MR, mc, kc, a, NULL, rs, cs, buf);
+    gemm_pack_bf16(1, GEMM_BF16_MR, mc, kc, (kc + 1) / 2, a, NULL, rs, cs, buf);
 }
 static void gemm_pack_b_bf16_native(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, b, NULL, cs, rs, buf);
+    gemm_pack_bf16(1, GEMM_BF16_NR, nc, kc, (kc + 1) / 2, b, NULL, cs, rs, buf);
 }
+
+#if GEMM_HAVE_AMX_KERNEL
+// AMX's B panels are the vdpbf16ps kernel's (32 columns of pair words), each padded with zero
+// pairs to gemm_amx_kw(kc), a whole number of tile rows.
+static void gemm_pack_b_amx(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16(1, GEMM_AMX_NR, nc, kc, gemm_amx_kw(kc), b, NULL, cs, rs, buf);
+}
+static void gemm_pack_b16_amx(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16(1, GEMM_AMX_NR, nc, kc, gemm_amx_kw(kc), NULL, b, cs, rs, buf);
+}
+#endif
 
 // The vdpbf16ps kernel's tile over kw pairs: it fetches the next blocks' source lines (pf) as
 // it goes; a full tile without GELU is done in registers; with GELU the value goes to pre (or
@@ -424,7 +436,7 @@ static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
 #if GEMM_HAVE_AMX_KERNEL
     [GEMM_KERNEL_BF16_AMX] = {"AMX tdpbf16ps kernel", GEMM_AMX_MR, GEMM_AMX_NR, GEMM_AMX_KCP, GEMM_AMX_MC, GEMM_AMX_NC, 2,
                               1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init,
-                              NULL},  // no pack_b16 yet: B is packed from the fp32 source
+                              gemm_pack_b16_amx},
 #endif
 };
 

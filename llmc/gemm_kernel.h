@@ -237,6 +237,6 @@ typedef struct {
     void (*thread_init)(void);  // NULL, or what a thread runs before its tiles (AMX: its tile configuration)
     // B's kc x nc block from a bf16 copy (uint16 bits, B(k, n) = b[k*rs + n*cs], what pack_b would
     // round each element to): the same packed panel as pack_b's; NULL where the kernel has none
-    // (fp32; AMX for now), and gemm then packs B from the fp32 source
+    // (fp32), and gemm then packs B from the fp32 source
     void (*pack_b16)(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf);
 } gemm_kernel;

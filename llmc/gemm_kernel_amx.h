@@ -12,9 +12,10 @@ contiguous). K is padded with zero pairs to a multiple of 16 pairs in both.
 
 The tile: 32 x 32 of C in the four accumulator tiles 0..3 (rows 0-15 / 16-31 x columns
 0-15 / 16-31), A in tiles 4 and 5, B in 6 and 7: per 16 pairs, four loads and four TDPBF16PS.
-After the k loop the sums go to a scratch tile in memory and the shared fp32 epilogue
-(gemm_kernel.h's gemm_tile_finish) adds the addend and the bias and applies GELU, in the fp32
-micro-kernel's order. What TDPBF16PS computes, measured by dev/cpu/amx_check.c on the lent
+The accumulators start from the addend (or from C, after the first k block), loaded into the
+tiles, and a whole tile goes back to C by tile stores; the bias and GELU of a product's last
+k block, and the edges of C, go through a scratch tile and the shared fp32 epilogue
+(gemm_kernel.h's gemm_tile_finish). What TDPBF16PS computes, measured by dev/cpu/amx_check.c on the lent
 Xeon (dev/cpu/results/2026-11-26-xeon-amx): a pair's two products summed and rounded to fp32
 before the accumulator is added, denormal inputs, products and results flushed to zero, and
 over a tile row an order no simple formula tried reproduces. So its sums are not the emulated
@@ -209,40 +210,44 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
     }
 }
 
-// B (kc k's x nc, B(k, j) = b[k*rs + j*cs]) into 32-column panels of kw = gemm_amx_kw(kc) pairs,
-// panel[pair p][column j] = (B(2p, j), B(2p+1, j)): the vdpbf16ps kernel's layout, zero past kc.
-GEMM_AMX_TARGET
-static void gemm_pack_b_amx(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
-    const int kw = gemm_amx_kw(kc), kfull = kc / 2, kcp = (kc + 1) / 2;
-    const int full = nc / GEMM_AMX_NR * GEMM_AMX_NR;
-    uint32_t *w = (uint32_t *)buf;
-    int fast = 0;
-    if (full > 0 && gemm_pack_block_bf16_fast(GEMM_AMX_NR, full, kfull, kw, b, cs, rs, w)) { fast = kfull; }
-    for (int j0 = 0; j0 < nc; j0 += GEMM_AMX_NR) {
-        const int jn = nc - j0 < GEMM_AMX_NR ? nc - j0 : GEMM_AMX_NR;
-        uint32_t *panel = w + (size_t)j0 * kw;
-        for (int p = jn == GEMM_AMX_NR ? fast : 0; p < kw; p++) {
-            for (int j = 0; j < GEMM_AMX_NR; j++) {
-                const float *e = b + (ptrdiff_t)(j0 + j) * cs + (ptrdiff_t)(2 * p) * rs;
-                const float lo = j < jn && p < kcp ? e[0] : 0.0f, hi = j < jn && p < kfull ? e[rs] : 0.0f;
-                panel[(size_t)p * GEMM_AMX_NR + j] = gemm_bf16_pair(lo, hi);
-            }
-        }
-    }
-}
-
-// The 32 x 32 tile (its mr x nr corner written) over kw pairs (a multiple of 16), then the
-// shared epilogue.
+// The 32 x 32 tile (its mr x nr corner written) over kw pairs (a multiple of 16). The four
+// accumulator tiles start from cin where there is one (C itself after the first k block, or
+// the caller's addend), loaded straight from it, and a whole tile without bias or GELU is
+// stored straight to C: no pass of the shared epilogue over a scratch copy. Other tiles (the
+// edges of C, the last k block of a product with bias or GELU) go through the scratch tile and
+// gemm_tile_finish. GEMM_AMX_C_IN_TILES=0 builds the older way: the sums from zero, then
+// always the scratch tile and the epilogue (dev/cpu/gemm_ab times the two).
+#ifndef GEMM_AMX_C_IN_TILES
+#define GEMM_AMX_C_IN_TILES 1
+#endif
 GEMM_AMX_TARGET
 static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *c, ptrdiff_t ldc,
                           const gemm_tile_epilogue *ep, gemm_prefetch *pf) {
     (void)pf;
     const char *a = (const char *)apanel, *b = (const char *)bpanel;
-    GEMM_AMX_ZERO(0);
-    GEMM_AMX_ZERO(1);
-    GEMM_AMX_ZERO(2);
-    GEMM_AMX_ZERO(3);
-    for (int q = 0; q < kw; q += GEMM_AMX_KP) {  // 16 pairs: 2 KiB of A, 4 KiB of B
+    const int whole = mr == GEMM_AMX_MR && nr == GEMM_AMX_NR;
+    float tile[GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
+    gemm_tile_epilogue rest = *ep;  // what is left for gemm_tile_finish
+    if (GEMM_AMX_C_IN_TILES && ep->cin != NULL) {
+        const float *cin = ep->cin;
+        ptrdiff_t ld = ep->ldcin;
+        if (!whole) {  // the corner of cin, in a zeroed scratch tile
+            memset(tile, 0, sizeof(tile));
+            for (int i = 0; i < mr; i++) { memcpy(tile + i * GEMM_AMX_NR, cin + i * ld, nr * sizeof(float)); }
+            cin = tile, ld = GEMM_AMX_NR;
+        }
+        GEMM_AMX_LOAD(0, cin, ld * 4);
+        GEMM_AMX_LOAD(1, cin + 16, ld * 4);
+        GEMM_AMX_LOAD(2, cin + 16 * ld, ld * 4);
+        GEMM_AMX_LOAD(3, cin + 16 * ld + 16, ld * 4);
+        rest.cin = NULL;
+    } else {
+        GEMM_AMX_ZERO(0);
+        GEMM_AMX_ZERO(1);
+        GEMM_AMX_ZERO(2);
+        GEMM_AMX_ZERO(3);
+    }
+    for (int q = 0; q < kw; q += GEMM_AMX_KP) {  // 16 pairs: 2 KiB of A, 2 KiB of B
         const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
         GEMM_AMX_LOAD(4, aq, 64);
         GEMM_AMX_LOAD(6, bq, GEMM_AMX_NR * 4);
@@ -253,12 +258,15 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
         GEMM_AMX_DP(2, 5, 6);
         GEMM_AMX_DP(3, 5, 7);
     }
-    float tile[GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
-    GEMM_AMX_STORE(0, tile, GEMM_AMX_NR * 4);
-    GEMM_AMX_STORE(1, tile + 16, GEMM_AMX_NR * 4);
-    GEMM_AMX_STORE(2, tile + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
-    GEMM_AMX_STORE(3, tile + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
-    gemm_tile_finish(tile, GEMM_AMX_NR, mr, nr, c, ldc, ep);
+    float *out = tile;
+    ptrdiff_t ld_out = GEMM_AMX_NR;
+    const int straight = GEMM_AMX_C_IN_TILES && whole && rest.cin == NULL && rest.bias == NULL && !rest.gelu;
+    if (straight) { out = c, ld_out = ldc; }
+    GEMM_AMX_STORE(0, out, ld_out * 4);
+    GEMM_AMX_STORE(1, out + 16, ld_out * 4);
+    GEMM_AMX_STORE(2, out + 16 * ld_out, ld_out * 4);
+    GEMM_AMX_STORE(3, out + 16 * ld_out + 16, ld_out * 4);
+    if (!straight) { gemm_tile_finish(tile, GEMM_AMX_NR, mr, nr, c, ldc, &rest); }
 }
 #else
 #define GEMM_HAVE_AMX_KERNEL 0

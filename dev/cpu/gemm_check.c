@@ -518,7 +518,7 @@ static uint64_t xorshift(uint64_t *s) {
 // transposed (both of GPT-2's layouts: pairs along rows, and pairs across two rows), odd K,
 // partial panels, several k blocks, an odd leading dimension (pairs at odd uint16 offsets),
 // addend and bias, 1 to 4 threads; B holds NaN, inf, subnormals and rounding ties too.
-// Where the kernel has no pack_b16 (AMX) the copy is ignored and B is read from fp32.
+// Where a kernel has no pack_b16 the copy is ignored and B is read from fp32 (every bf16 kernel has one now).
 static void check_b16_copy(void) {
     const int sizes[] = {1, 2, 3, 12, 13, 31, 32, 33, 64, 97, 200, 385};
     const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));

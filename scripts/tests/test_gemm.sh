@@ -91,6 +91,8 @@ MUTANTS=(
     "llmc/gemm_kernel_amx.h|s/_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 \* p + 16), _mm512_loadu_ps(row + 2 \* p))/_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p), _mm512_loadu_ps(row + 2 * p + 16))/|2|AMX A packing: a row's two halves of 16 pairs swapped"
     "llmc/gemm_kernel_amx.h|s/GEMM_AMX_LOAD(5, aq + 16 \* 64, 64);/GEMM_AMX_LOAD(5, aq, 64);/|2|AMX tile: rows 16-31 multiplied from rows 0-15's A tile"
     "llmc/gemm_kernel_amx.h|s/v\[j\] = _mm512_load_si512((const void \*)(stage + (size_t)(16 \* q + j) \* GEMM_AMX_MR + g));/v[j] = _mm512_load_si512((const void *)(stage + (size_t)(16 * q + j) * GEMM_AMX_MR));/|2|AMX A packing of a transposed A: rows 16-31 of a panel staged from rows 0-15"
+    "llmc/gemm_kernel_amx.h|s/GEMM_AMX_LOAD(3, cin + 16 \* ld + 16, ld \* 4);/GEMM_AMX_LOAD(3, cin + 16 * ld, ld * 4);/|2|AMX tile: the bottom-right accumulator started from the bottom-left quarter of the addend (or of C after the first k block)"
+    "llmc/gemm_kernel_amx.h|s/    if (straight) { out = c, ld_out = ldc; }/    if (straight) { out = c, ld_out = GEMM_AMX_NR; }/|2|AMX tile: a whole tile stored straight to C with the scratch tile's row length"
 )
 has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
