@@ -15,7 +15,9 @@
 #
 #   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all]      (default all)
 # STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024;
-# TS (default "64 1024") the sequence lengths timed (TS=64 fits checks and train in one 10-minute call).
+# TS (default "64 1024") the sequence lengths timed (TS=64 fits checks and train in one 10-minute call);
+# PATHS (default "fp32 amx avx512bf16 emulated") our runs at each T, TORCH_MODES (default "bf16 fp32
+# bf16-compiled fp32-compiled") PyTorch's (torch.compile takes 40-90 s to warm up at each).
 # A folder BASELINE (default baseline/, where present: another version's Makefile, train_gpt2.c and
 # llmc/) is built too and its train_gpt2 timed beside ours at T=64 (fp32, bf16), in the same run.
 set -u
@@ -26,6 +28,8 @@ STEPS64=${STEPS64:-6}
 STEPS1024=${STEPS1024:-2}
 TORCH1024=${TORCH1024:-1}
 TS=${TS:-64 1024}
+PATHS=${PATHS:-fp32 amx avx512bf16 emulated}
+TORCH_MODES=${TORCH_MODES:-bf16 fp32 bf16-compiled fp32-compiled}
 PY=${PY:-python3}
 mkdir -p "$out"
 status=0
@@ -137,20 +141,24 @@ if [ "$what" = all ] || [ "$what" = train ]; then
                 BIN=$base/train_gpt2 ours "fp32 (baseline, round $round)" 64 $STEPS64 -- --precision fp32
                 ours "fp32 (round $round)" 64 $STEPS64 -- --precision fp32
                 BIN=$base/train_gpt2 ours "bf16 (baseline, round $round)" 64 $STEPS64 -- --precision bf16
-                ours "bf16 avx512bf16 (round $round)" 64 $STEPS64 LLMC_BF16_PATH=avx512bf16 -- --precision bf16
+                ours "bf16 (round $round)" 64 $STEPS64 -- --precision bf16
             done
         fi
         for T in $TS; do
             steps=$STEPS64; [ "$T" = 1024 ] && steps=$STEPS1024
-            ours fp32 $T $steps -- --precision fp32
-            ours "bf16 amx" $T $steps LLMC_BF16_PATH=amx -- --precision bf16
-            ours "bf16 avx512bf16" $T $steps LLMC_BF16_PATH=avx512bf16 -- --precision bf16
-            [ "$T" = 64 ] && ours "bf16 emulated" $T $steps LLMC_BF16_PATH=emulated -- --precision bf16
+            for path in $PATHS; do
+                case $path in
+                fp32) ours fp32 $T $steps -- --precision fp32 ;;
+                *) ours "bf16 $path" $T $steps LLMC_BF16_PATH=$path -- --precision bf16 ;;
+                esac
+            done
             if [ "$T" = 64 ] || [ "$TORCH1024" = 1 ]; then
-                theirs $T $steps bf16
-                theirs $T $steps fp32
-                [ "$T" = 64 ] && theirs $T $steps bf16 --compile
-                [ "$T" = 64 ] && theirs $T $steps fp32 --compile
+                for mode in $TORCH_MODES; do
+                    case $mode in
+                    *-compiled) theirs $T $steps "${mode%-compiled}" --compile ;;
+                    *) theirs $T $steps "$mode" ;;
+                    esac
+                done
             fi
         done
     } 2>&1 | tee "$out/train.txt"
