@@ -222,7 +222,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         for (int d = 0; d < hs; d++) {
             for (int u = 0; u < 2; u++) { *(vfloat *)(tile->ot + d * ATTN_W + u * ATTN_VW) /= tile->l[u]; }
         }
-        attn_transpose(out + ((size_t)b * T + tile->q0) * C + h * hs, C, tile->ot, ATTN_W, tile->nq, hs, 1.0f, 0);
+        attn_transpose(out + ((size_t)b * T + tile->q0) * C + h * hs, C, tile->ot, ATTN_W, tile->nq, hs, 1.0f, ATTN_COPY);
         for (int i = 0; i < tile->nq; i++) {
             const float m = tile->m[i / ATTN_VW][i % ATTN_VW], l = tile->l[i / ATTN_VW][i % ATTN_VW];
             lse[((size_t)b * NH + h) * T + tile->q0 + i] = m + logf(l);
@@ -326,9 +326,10 @@ VEC_INLINE void attn_bwd_kv(const int R, float *grad, const void *x, ptrdiff_t x
 
 // dq rows (R queries, C3 apart), channels c0 .. c0+2VW-1 (those < hs) += scale * dS K:
 // ds at the first row of dS (rows ds_r apart, K keys; bf16: pairs of keys), kp at channel c0
-// of K's first key (rows ldk apart; bf16: rows of key pairs).
+// of K's first key (rows ldk apart; bf16: rows of key pairs). first: dq's first key block,
+// whose sum is added to zero instead of to dq (no zeroing pass before; the same bits).
 VEC_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const void *ds, ptrdiff_t ds_r, const void *kp,
-                            ptrdiff_t ldk, int K, int c0, int hs, float scale, attn_arith arith) {
+                            ptrdiff_t ldk, int K, int c0, int hs, float scale, int first, attn_arith arith) {
     vfloat acc[ATTN_R][2] = {{{0}}};
     attn_product(R, acc, ds, ds_r, 1, kp, ldk, K, arith);
     for (int r = 0; r < R; r++) {
@@ -336,9 +337,10 @@ VEC_INLINE void attn_bwd_q(const int R, float *dq, ptrdiff_t C3, const void *ds,
             float *dst = dq + r * C3 + c0 + v * ATTN_VW;
             const vfloat add = acc[r][v] * scale;
             if (c0 + (v + 1) * ATTN_VW <= hs) {
-                *(vfloat_u *)dst += add;
+                const vfloat base = first ? vec_set1(0.0f) : (vfloat)(*(vfloat_u *)dst);
+                *(vfloat_u *)dst = base + add;
             } else {
-                for (int i = 0; c0 + v * ATTN_VW + i < hs; i++) { dst[i] += add[i]; }
+                for (int i = 0; c0 + v * ATTN_VW + i < hs; i++) { dst[i] = (first ? 0.0f : dst[i]) + add[i]; }
             }
         }
     }
@@ -480,16 +482,18 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
                     const void *kp = attn_words(bf16, op.kp, op.kp2, c0);
                     ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, ds, bf16 ? ATTN_BLK / 2 : ATTN_BLK, kp,
-                                   hs_pad, bf16 ? (keys + 1) / 2 : keys, c0, hs, scale, arith);
+                                   hs_pad, bf16 ? (keys + 1) / 2 : keys, c0, hs, scale, k0 == 0, arith);
                 }
             }
         }
-        attn_transpose(dk + k0 * C3, C3, dkt, ATTN_BLK, nk, hs, scale, 1);
-        attn_transpose(dv + k0 * C3, C3, dvt, ATTN_BLK, nk, hs, 1.0f, 1);
+        attn_transpose(dk + k0 * C3, C3, dkt, ATTN_BLK, nk, hs, scale, ATTN_SET_SCALED);
+        attn_transpose(dv + k0 * C3, C3, dvt, ATTN_BLK, nk, hs, 1.0f, ATTN_SET_SCALED);
     }
 }
 
-// Accumulates dqkv (B, T, 3C) from dout (B, T, C), given the forward's out, lse and qkv.
+// Writes dqkv (B, T, 3C) from dout (B, T, C), given the forward's out, lse and qkv: every
+// element, whatever it held before (each sum starts from zero, as if dqkv had been zeroed:
+// the same bits without a zeroing pass).
 static void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
                                const float *qkv, int B, int T, int C, int NH) {
     attn_check_shape(T, C, NH);

@@ -256,10 +256,17 @@ VEC_INLINE void attn_transpose_block(vfloat x[ATTN_VW]) {
     attn_transpose_round(x, 1);
 }
 
-// dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc, or += scale * src[c*lds + r] if accumulate:
-// packs rows into columns and back, a VW x VW block at a time through registers.
+// What attn_transpose does with each element x = src[c*lds + r] at d = dst[r*ldd + c].
+typedef enum {
+    ATTN_COPY,        // d = x
+    ATTN_ADD,         // d += scale * x
+    ATTN_SET_SCALED,  // d = 0 + scale * x: what ATTN_ADD gives onto zeros, bit for bit (-0 becomes +0)
+} attn_transpose_mode;
+
+// dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc (or as mode says): packs rows into columns
+// and back, a VW x VW block at a time through registers.
 static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
-                           float scale, int accumulate) {
+                           float scale, attn_transpose_mode mode) {
     const int nr_full = nr / ATTN_VW * ATTN_VW, nc_full = nc / ATTN_VW * ATTN_VW;
     for (int r0 = 0; r0 < nr_full; r0 += ATTN_VW) {
         for (int c0 = 0; c0 < nc_full; c0 += ATTN_VW) {
@@ -268,7 +275,12 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
             attn_transpose_block(x);
             for (int r = 0; r < ATTN_VW; r++) {
                 float *d = dst + (r0 + r) * ldd + c0;
-                vec_store(d, accumulate ? vec_load(d) + scale * x[r] : x[r]);
+                if (mode == ATTN_COPY) {
+                    vec_store(d, x[r]);
+                } else {
+                    const vfloat base = mode == ATTN_ADD ? vec_load(d) : vec_set1(0.0f);
+                    vec_store(d, base + scale * x[r]);
+                }
             }
         }
     }
@@ -276,7 +288,7 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
     for (int r = 0; r < nr; r++) {
         for (int c = r < nr_full ? nc_full : 0; c < nc; c++) {
             float *d = dst + r * ldd + c;
-            *d = accumulate ? *d + scale * src[c * lds + r] : src[c * lds + r];
+            *d = mode == ATTN_COPY ? src[c * lds + r] : (mode == ATTN_ADD ? *d : 0.0f) + scale * src[c * lds + r];
         }
     }
 }
@@ -292,9 +304,9 @@ static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, pt
     if (pairs) {
         union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } words;
         attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);
-        attn_transpose(dst, ldd, words.f, rows, rows, nr, 1.0f, 0);
+        attn_transpose(dst, ldd, words.f, rows, rows, nr, 1.0f, ATTN_COPY);
     } else {
-        attn_transpose(dst, ldd, src, lds, nc, nr, 1.0f, 0);
+        attn_transpose(dst, ldd, src, lds, nc, nr, 1.0f, ATTN_COPY);
     }
     for (int d = 0; d < rows; d++) {
         for (int r = nr; r < ldd; r++) { dst[d * ldd + r] = 0.0f; }

@@ -710,10 +710,10 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
 
-    // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); ln1 recomputed
+    // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); ln1 recomputed. The
+    // attention backward writes all of dqkv (its sums start from zero): no zeroing pass first.
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw,
                                              gpt2_w16(model, w.attprojw), N, C, C, dw), {"datty", s->datty, N, C});
-    BACKWARD(PROF_ZEROING, memset(s->dqkv, 0, (size_t)N * 3 * C * sizeof(float)));
     BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
     BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C),

@@ -287,7 +287,7 @@ static void bwd3_head(float *dqkv, const float *dout, const float *out, const fl
                 const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
                 for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
                     ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, dsb + i0 * ATTN_BLK, ATTN_BLK, kp + c0,
-                                   hs_pad, keys, c0, hs, scale, ATTN_FP32);
+                                   hs_pad, keys, c0, hs, scale, 0, ATTN_FP32);
                 }
             }
         }
@@ -319,22 +319,24 @@ static void attention_backward3(float *dqkv, const float *dout, const float *out
 typedef void (*backward_fn)(float *dqkv, const float *dout, const float *out, const float *lse,
                             const float *qkv, int B, int T, int C, int NH);
 
-// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up
-typedef struct { backward_fn fn; const char *name; int emulated; } version;
+// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up.
+// overwrites: the version writes dqkv whatever it held (llmc/attention.h, so that the model
+// needs no zeroing pass); the others add to it.
+typedef struct { backward_fn fn; const char *name; int emulated, overwrites; } version;
 
 static const version versions_fp32[] = {
-    {NULL, NULL, 0},
-    {attention_backward1, "simple (reference)", 0},
-    {attention_backward2, "materialized (T,T), sgemm", 0},
-    {attention_backward3, "blocks, Q and dout in place", 0},
-    {attention_backward, "llmc/attention.h", 0},
+    {NULL, NULL, 0, 0},
+    {attention_backward1, "simple (reference)", 0, 0},
+    {attention_backward2, "materialized (T,T), sgemm", 0, 0},
+    {attention_backward3, "blocks, Q and dout in place", 0, 0},
+    {attention_backward, "llmc/attention.h", 0, 1},
 };
 // bf16: the reference, then the kernel on each of its paths, which must give the same bits
 static const version versions_bf16[] = {
-    {NULL, NULL, 0},
-    {attention_backward1_bf16, "simple bf16 (reference)", 0},
-    {attention_backward, "llmc/attention.h, emulated", 1},
-    {attention_backward, "llmc/attention.h, vdpbf16ps", 0},
+    {NULL, NULL, 0, 0},
+    {attention_backward1_bf16, "simple bf16 (reference)", 0, 0},
+    {attention_backward, "llmc/attention.h, emulated", 1, 1},
+    {attention_backward, "llmc/attention.h, vdpbf16ps", 0, 1},
 };
 
 // The dq, dk and dv parts of a (B*T, 3C) gradient against the reference, each relative to its
@@ -382,8 +384,8 @@ int main(int argc, char **argv) {
         float *lse = make_random((size_t)B * NH * T, 0);
         if (bf16) { attn_bf16_select_path(1, &(const char *){NULL}); }  // the forward's path: any, they agree
         attention_forward(out, lse, qkv, B, T, C, NH);
-        // errors are measured on gradients accumulated from zero; the backward's
-        // accumulation onto existing values is checked from dqkv_init
+        // errors are measured on gradients accumulated from zero; a call onto existing values
+        // (dqkv_init) is checked too: added to them, or ignoring them (overwrites)
         float *dqkv_init = make_random(n_qkv, 99);
         float *ref = calloc(n_qkv, sizeof(float));
         float *ref_acc = make_random(n_qkv, 0);
@@ -422,15 +424,25 @@ int main(int argc, char **argv) {
                 attn_call_emulated(call_version, &r);
                 ok &= attn_paths_agree(memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0);
             }
-            memcpy(dqkv, dqkv_init, n_qkv * sizeof(float));
-            r.dqkv = dqkv;
+            // a call onto a dqkv holding other values: added to them, or (overwrites) the
+            // same bits as onto zeros, every element written
+            memcpy(dqkv2, dqkv_init, n_qkv * sizeof(float));
+            r.dqkv = dqkv2;
             call_version(&r);
-            const attn_error e_acc = dqkv_error(dqkv, ref_acc, ref_slack, (size_t)B * T, C);
-            if (e_acc.fail > 0) {
-                printf("  MISMATCH dqkv accumulated onto nonzero: rel err %.3e, %zu elements beyond 1e-5 + their slack\n",
-                       e_acc.err, e_acc.fail);
-                ok = 0;
+            if (versions[v].overwrites) {
+                if (memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) != 0) {
+                    printf("  MISMATCH dqkv written onto nonzero values differs from dqkv written onto zeros\n");
+                    ok = 0;
+                }
+            } else {
+                const attn_error e_acc = dqkv_error(dqkv2, ref_acc, ref_slack, (size_t)B * T, C);
+                if (e_acc.fail > 0) {
+                    printf("  MISMATCH dqkv accumulated onto nonzero: rel err %.3e, %zu elements beyond 1e-5 + their slack\n",
+                           e_acc.err, e_acc.fail);
+                    ok = 0;
+                }
             }
+            r.dqkv = dqkv;
             char errs[64];
             snprintf(errs, sizeof(errs), "err dqkv %.1e", e.err);
             failures += attn_version_end(&opt, v, versions[v].name, call_version, &r, flops, errs, ok, same, e.over);
