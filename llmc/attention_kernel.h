@@ -259,8 +259,7 @@ VEC_INLINE void attn_transpose_block(vfloat x[ATTN_VW]) {
 // What attn_transpose does with each element x = src[c*lds + r] at d = dst[r*ldd + c].
 typedef enum {
     ATTN_COPY,        // d = x
-    ATTN_ADD,         // d += scale * x
-    ATTN_SET_SCALED,  // d = 0 + scale * x: what ATTN_ADD gives onto zeros, bit for bit (-0 becomes +0)
+    ATTN_SET_SCALED,  // d = 0 + scale * x: what adding scale * x to a zeroed d gives, bit for bit (-0 becomes +0)
 } attn_transpose_mode;
 
 // dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc (or as mode says): packs rows into columns
@@ -275,12 +274,7 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
             attn_transpose_block(x);
             for (int r = 0; r < ATTN_VW; r++) {
                 float *d = dst + (r0 + r) * ldd + c0;
-                if (mode == ATTN_COPY) {
-                    vec_store(d, x[r]);
-                } else {
-                    const vfloat base = mode == ATTN_ADD ? vec_load(d) : vec_set1(0.0f);
-                    vec_store(d, base + scale * x[r]);
-                }
+                vec_store(d, mode == ATTN_COPY ? x[r] : vec_set1(0.0f) + scale * x[r]);
             }
         }
     }
@@ -288,7 +282,7 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
     for (int r = 0; r < nr; r++) {
         for (int c = r < nr_full ? nc_full : 0; c < nc; c++) {
             float *d = dst + r * ldd + c;
-            *d = mode == ATTN_COPY ? src[c * lds + r] : (mode == ATTN_ADD ? *d : 0.0f) + scale * src[c * lds + r];
+            *d = mode == ATTN_COPY ? src[c * lds + r] : 0.0f + scale * src[c * lds + r];
         }
     }
 }

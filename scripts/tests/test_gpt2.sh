@@ -137,7 +137,7 @@ MUTANTS=(
     "llmc/encoder.h|s/vec_store(pos + c, vec_load(pos + c) + dc);/vec_store(pos + c, dc);/;s/pos\[c\] += d\[c\];/pos[c] = d[c];/|grad.wpe|position embedding gradient overwritten instead of accumulated"
     # the attention backward writes dqkv without a zeroing pass: its first sums start from zero
     "llmc/attention.h|s/const vfloat base = first ? vec_set1(0.0f) : (vfloat)(\*(vfloat_u \*)dst);/const vfloat base = (vfloat)(*(vfloat_u *)dst);/|h.0.dqkv|attention backward adding dQ to what dqkv held (the layer above's gradient) instead of to zero"
-    "llmc/attention_kernel.h|s/const vfloat base = mode == ATTN_ADD ? vec_load(d) : vec_set1(0.0f);/const vfloat base = vec_load(d);/|h.0.dqkv|attention backward adding dK and dV to what dqkv held instead of to zero"
+    "llmc/attention_kernel.h|s/vec_store(d, mode == ATTN_COPY ? x\[r\] : vec_set1(0.0f) + scale \* x\[r\]);/vec_store(d, mode == ATTN_COPY ? x[r] : vec_load(d) + scale * x[r]);/|h.0.dqkv|attention backward adding dK and dV to what dqkv held instead of to zero"
     # the gradients the backward pass adds to (wpe, the LayerNorms') not zeroed before a step:
     # the previous step's stay in them; and the first pass's overwriting not ended, so that a
     # second pass (gradient accumulation) replaces the gradients instead of adding to them
