@@ -18,10 +18,12 @@ in dev/cpu/adamw.c, which times them.
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#include "utils.h"
 #include "vecmath.h"
 
 // The betas and epsilon of training (llm.c's train_gpt2.cu uses the same).
@@ -91,37 +93,100 @@ static void adamw_update(float *params, const float *grads, float *m, float *v, 
 }
 
 // The sum of x[i]^2 over x (n), in double. Deterministic for any thread count: the array
-// is cut into a fixed 64 parts; each sums blocks of 1024 squares in 4 x VEC_WIDTH float
-// partial sums and adds each block's total to a double; the parts are added in order.
+// is cut into a fixed SUMSQ_PARTS parts; each sums blocks of SUMSQ_BLOCK squares (from the part's
+// start) in 4 x VEC_WIDTH float partial sums and adds each block's total to a double; the
+// parts are added in order. SumSquaresBlocks gives the same sum from blocks computed earlier.
+enum { SUMSQ_PARTS = 64, SUMSQ_BLOCK = 1024 };
+
+// The float total of one block x[b0..b1), b1 - b0 <= SUMSQ_BLOCK.
+static inline float sum_of_squares_block(const float *x, size_t b0, size_t b1) {
+    vfloat acc[4] = {{0}, {0}, {0}, {0}};
+    size_t i = b0;
+    for (; i + 4 * VEC_WIDTH <= b1; i += 4 * VEC_WIDTH) {
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const vfloat g = vec_load(x + i + k * VEC_WIDTH);
+            acc[k] += g * g;
+        }
+    }
+    for (; i < b1; i += VEC_WIDTH) {
+        const int k = b1 - i < VEC_WIDTH ? (int)(b1 - i) : VEC_WIDTH;
+        const vfloat g = vec_load_partial(x + i, k);
+        acc[0] += g * g;
+    }
+    return vec_sum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
 static double sum_of_squares(const float *x, size_t n) {
-    enum { PARTS = 64, BLOCK = 1024 };
-    double partial[PARTS];
+    double partial[SUMSQ_PARTS];
     #pragma omp parallel for schedule(static)
-    for (int p = 0; p < PARTS; p++) {
-        const size_t i0 = n * p / PARTS, i1 = n * (p + 1) / PARTS;
+    for (int p = 0; p < SUMSQ_PARTS; p++) {
+        const size_t i0 = n * p / SUMSQ_PARTS, i1 = n * (p + 1) / SUMSQ_PARTS;
         double s = 0.0;
-        for (size_t b0 = i0; b0 < i1; b0 += BLOCK) {
-            const size_t b1 = b0 + BLOCK < i1 ? b0 + BLOCK : i1;
-            vfloat acc[4] = {{0}, {0}, {0}, {0}};
-            size_t i = b0;
-            for (; i + 4 * VEC_WIDTH <= b1; i += 4 * VEC_WIDTH) {
-                #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const vfloat g = vec_load(x + i + k * VEC_WIDTH);
-                    acc[k] += g * g;
-                }
-            }
-            for (; i < b1; i += VEC_WIDTH) {
-                const int k = b1 - i < VEC_WIDTH ? (int)(b1 - i) : VEC_WIDTH;
-                const vfloat g = vec_load_partial(x + i, k);
-                acc[0] += g * g;
-            }
-            s += (double)vec_sum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        for (size_t b0 = i0; b0 < i1; b0 += SUMSQ_BLOCK) {
+            s += (double)sum_of_squares_block(x, b0, b0 + SUMSQ_BLOCK < i1 ? b0 + SUMSQ_BLOCK : i1);
         }
         partial[p] = s;
     }
     double total = 0.0;
-    for (int p = 0; p < PARTS; p++) { total += partial[p]; }
+    for (int p = 0; p < SUMSQ_PARTS; p++) { total += partial[p]; }
+    return total;
+}
+
+// sum_of_squares's blocks of an array of n floats, for a caller that computes their totals as
+// parts of the array become final (gpt2.h: the gradients, during the backward pass) and adds
+// them up after: the same double, bit for bit. Block k is [start[k], start[k + 1]); the blocks
+// of part p are part_first[p] .. part_first[p + 1] - 1.
+typedef struct {
+    size_t n, num_blocks;
+    size_t *start;                        // (num_blocks + 1)
+    size_t part_first[SUMSQ_PARTS + 1];
+    float *sum;                           // (num_blocks): each block's total, as its caller computed it
+} SumSquaresBlocks;
+
+static void sum_squares_blocks_init(SumSquaresBlocks *s, size_t n) {
+    s->n = n;
+    s->num_blocks = 0;
+    for (int p = 0; p < SUMSQ_PARTS; p++) {
+        const size_t len = n * (p + 1) / SUMSQ_PARTS - n * p / SUMSQ_PARTS;
+        s->num_blocks += (len + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
+    }
+    s->start = malloc_or_die((s->num_blocks + 1) * sizeof(size_t), "the gradient norm's blocks");
+    s->sum = malloc_or_die((s->num_blocks > 0 ? s->num_blocks : 1) * sizeof(float), "the gradient norm's blocks");
+    size_t k = 0;
+    for (int p = 0; p < SUMSQ_PARTS; p++) {
+        const size_t i0 = n * p / SUMSQ_PARTS, i1 = n * (p + 1) / SUMSQ_PARTS;
+        s->part_first[p] = k;
+        for (size_t b0 = i0; b0 < i1; b0 += SUMSQ_BLOCK) { s->start[k++] = b0; }
+    }
+    s->part_first[SUMSQ_PARTS] = k;
+    s->start[k] = n;
+}
+
+static void sum_squares_blocks_free(SumSquaresBlocks *s) {
+    free(s->start);
+    free(s->sum);
+    s->start = NULL;
+    s->sum = NULL;
+}
+
+// sum[k] for the blocks order[0..count) of x (any order: each block's total is its own).
+static void sum_squares_blocks_compute(SumSquaresBlocks *s, const float *x, const size_t *order, size_t count) {
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < count; i++) {
+        const size_t k = order[i];
+        s->sum[k] = sum_of_squares_block(x, s->start[k], s->start[k + 1]);
+    }
+}
+
+// sum_of_squares(x, n) from the blocks' totals.
+static double sum_squares_blocks_total(const SumSquaresBlocks *s) {
+    double total = 0.0;
+    for (int p = 0; p < SUMSQ_PARTS; p++) {
+        double part = 0.0;
+        for (size_t k = s->part_first[p]; k < s->part_first[p + 1]; k++) { part += (double)s->sum[k]; }
+        total += part;
+    }
     return total;
 }
 

@@ -162,6 +162,23 @@ static void profile_lap(Profile *p, ProfileKind kind, int pass) {
     p->last = t;
 }
 
+// The gradient norm without a pass of its own over the gradients (one process): while armed
+// (gpt2_grad_norm_arm, before the backward pass of a step's last micro-batch), each block of
+// sum_of_squares (adamw.h) is summed as soon as the backward pass has finished every gradient
+// in it, mostly from the caches, a layer at a time; gpt2_grad_norm then adds the blocks' totals
+// up: the same bits as the pass over all the gradients. A block's group: when it is final,
+// 0 (the final LayerNorm's, and the gaps between tensors, never written) to L + 1 (wte and
+// wpe: after the encoder's backward, the last kernel); block l's slices are group L - l.
+// LLMC_NORM_IN_BACKWARD=0 turns it off (the pass after the backward, for comparisons).
+typedef struct {
+    SumSquaresBlocks blocks;
+    size_t *order;        // (num_blocks) the blocks by group
+    size_t *group_first;  // (L + 3) order[group_first[g] .. group_first[g + 1]) are group g
+    int num_groups;       // L + 2
+    int done_group;       // the groups up to it are summed
+    int armed;
+} GradNormSums;
+
 typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
@@ -196,9 +213,13 @@ typedef struct {
     // LayerNorm, -1: every gradient), so that the sums start as parts become final
     void (*backward_hook)(void *ctx, int final_from);
     void *backward_hook_ctx;
+    GradNormSums norm;  // the gradient norm's sums, started as the backward pass finishes gradients
 } GPT2;
 
+static void grad_norm_progress(GPT2 *model, int final_from);
+
 static void backward_done(GPT2 *model, int final_from) {
+    grad_norm_progress(model, final_from);
     if (model->backward_hook != NULL) { model->backward_hook(model->backward_hook_ctx, final_from); }
 }
 
@@ -433,7 +454,16 @@ static void gpt2_create(GPT2 *model, const GPT2Config *config, int B, int T, con
     gpt2_create_ex(model, config, B, T, source, 1, 0, 0);
 }
 
+static void grad_norm_sums_free(GradNormSums *g) {
+    if (g->order == NULL) { return; }
+    sum_squares_blocks_free(&g->blocks);
+    free(g->order);
+    free(g->group_first);
+    memset(g, 0, sizeof(*g));
+}
+
 static void gpt2_free(GPT2 *model) {
+    grad_norm_sums_free(&model->norm);
     free(model->arena);
     model->arena = NULL;
     free(model->params_bf16);
@@ -876,8 +906,92 @@ static void gpt2_zero_grad(GPT2 *model) {
     fwd_lap(model, PROF_ZEROING);
 }
 
-// The L2 norm of all gradients (sum_of_squares in adamw.h: deterministic, any thread count).
-static float gpt2_grad_norm(const GPT2 *model) {
+static int grad_norm_in_backward_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *env = getenv("LLMC_NORM_IN_BACKWARD");
+        if (env != NULL && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
+            die("LLMC_NORM_IN_BACKWARD=%s: expected 0 (the norm's pass after the backward) or 1", env);
+        }
+        enabled = env == NULL || strcmp(env, "1") == 0;
+    }
+    return enabled;
+}
+
+// The group (see GradNormSums) of flat gradient position pos: when the backward pass has
+// finished it. Tensors 2..13 are the blocks' (L slices each), 14 and 15 the final LayerNorm's.
+static int grad_norm_group(const GPT2 *model, size_t pos) {
+    const int L = model->config.num_layers;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t t0 = (size_t)(((float *const *)&model->grads)[i] - model->grads_memory), t1 = t0 + model->param_sizes[i];
+        if (pos < t0 || pos >= t1) { continue; }
+        if (i < 2) { return L + 1; }
+        if (i >= 14) { return 0; }
+        return L - (int)((pos - t0) / (model->param_sizes[i] / (size_t)L));
+    }
+    return 0;  // a gap between tensors: zero, never written
+}
+
+// Before the backward pass of a step's last micro-batch (one process): its gradients are
+// final as it finishes them, and the norm's sums follow (the first call sets the blocks up).
+static void gpt2_grad_norm_arm(GPT2 *model) {
+    if (!grad_norm_in_backward_enabled()) { return; }
+    GradNormSums *g = &model->norm;
+    if (g->order == NULL) {
+        const int L = model->config.num_layers;
+        sum_squares_blocks_init(&g->blocks, model->params_span);
+        const size_t nb = g->blocks.num_blocks;
+        g->num_groups = L + 2;
+        g->order = malloc_or_die((nb > 0 ? nb : 1) * sizeof(size_t), "the gradient norm's block order");
+        g->group_first = calloc(g->num_groups + 1, sizeof(size_t));
+        int *group = malloc_or_die((nb > 0 ? nb : 1) * sizeof(int), "the gradient norm's block groups");
+        if (g->group_first == NULL) { die("out of memory for the gradient norm's blocks"); }
+        for (size_t k = 0; k < nb; k++) {  // a block is final when its latest position is
+            const size_t b0 = g->blocks.start[k], b1 = g->blocks.start[k + 1];
+            int grp = grad_norm_group(model, b0);
+            // within a tensor, lower positions are lower layers: final later; so each tensor's
+            // first position in the block is its latest
+            for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+                const size_t t0 = (size_t)(((float *const *)&model->grads)[i] - model->grads_memory);
+                if (t0 > b0 && t0 < b1) {
+                    const int gi = grad_norm_group(model, t0);
+                    if (gi > grp) { grp = gi; }
+                }
+            }
+            group[k] = grp;
+            g->group_first[grp + 1]++;
+        }
+        for (int i = 0; i < g->num_groups; i++) { g->group_first[i + 1] += g->group_first[i]; }
+        size_t *next = malloc_or_die((size_t)g->num_groups * sizeof(size_t), "the gradient norm's block order");
+        memcpy(next, g->group_first, (size_t)g->num_groups * sizeof(size_t));
+        for (size_t k = 0; k < nb; k++) { g->order[next[group[k]]++] = k; }
+        free(next);
+        free(group);
+    }
+    g->armed = 1;
+    g->done_group = -1;
+}
+
+// backward_done's part: the blocks of the groups final now (final_from as backward_hook's).
+static void grad_norm_progress(GPT2 *model, int final_from) {
+    GradNormSums *g = &model->norm;
+    if (!g->armed) { return; }
+    const int final_group = final_from < 0 ? g->num_groups - 1 : model->config.num_layers - final_from;
+    if (final_group <= g->done_group) { return; }
+    const size_t first = g->group_first[g->done_group + 1], end = g->group_first[final_group + 1];
+    sum_squares_blocks_compute(&g->blocks, model->grads_memory, g->order + first, end - first);
+    g->done_group = final_group;
+    bwd_lap(model, PROF_GRAD_NORM);
+}
+
+// The L2 norm of all gradients (sum_of_squares in adamw.h: deterministic, any thread count):
+// from the blocks summed during the backward pass where it was armed and ran to its end,
+// otherwise by a pass over the gradients. The same bits either way.
+static float gpt2_grad_norm(GPT2 *model) {
+    GradNormSums *g = &model->norm;
+    const int ready = g->armed && g->done_group == g->num_groups - 1;
+    g->armed = 0;
+    if (ready) { return (float)sqrt(sum_squares_blocks_total(&g->blocks)); }
     return (float)sqrt(sum_of_squares(model->grads_memory, model->params_span));
 }
 

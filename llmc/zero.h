@@ -104,8 +104,14 @@ static void zero_backward_hook(void *ctx, int final_from) {
     zero_range_sums_progress(&opt->sums, opt->num_layers - final_from);
 }
 
-// Before the backward pass of a step's last micro-batch (when the gradient sums overlap it).
+// Before the backward pass of a step's last micro-batch: in one process, the gradient norm's
+// sums follow the backward pass (gpt2_grad_norm_arm); with several ranks, where the gradient
+// sums overlap it, they start as its parts become final.
 static void zero_overlap_arm(ZeroOptimizer *opt, GPT2 *model) {
+    if (zero.size == 1) {
+        gpt2_grad_norm_arm(model);
+        return;
+    }
     if (!opt->overlap) { return; }
     zero_range_sums_begin(&opt->sums, model->grads_memory);
     model->backward_hook = zero_backward_hook;
@@ -129,7 +135,7 @@ static void zero_sync_gradients(ZeroOptimizer *opt, GPT2 *model) {
 }
 
 // The global gradient norm (the same on every rank).
-static float zero_grad_norm(const ZeroOptimizer *opt, const GPT2 *model) {
+static float zero_grad_norm(const ZeroOptimizer *opt, GPT2 *model) {
     if (opt->stage == 0) { return gpt2_grad_norm(model); }
     double ss = sum_of_squares(model->grads_memory + opt->shard_offset, opt->shard_count);
     zero_allreduce_f64(&ss, 1, ZERO_SUM);

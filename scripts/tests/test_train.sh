@@ -251,4 +251,41 @@ else
         else pass "mutant caught: $what (step 0 agrees, the run differs after)"; fi
     fi
     rm -rf "$dir"
+
+    # --- the gradient norm summed block by block as the backward pass finishes the gradients
+    # (llmc/gpt2.h, GradNormSums) is the pass after the backward, bit for bit
+    # (LLMC_NORM_IN_BACKWARD=0): fp32 and bf16, 10 steps; and a block's slice summed one layer
+    # early (before that layer's backward writes it) must break it.
+    for precision in fp32 bf16; do
+        LLMC_NORM_IN_BACKWARD=0 recompute_run ./train_gpt2 $precision 0 "$tmp/normoff_$precision"
+        if [ "$(grep -c ' trl:' "$tmp/normoff_$precision/main.log")" -eq 10 ] && same_run "$tmp/rc0_$precision" "$tmp/normoff_$precision"; then
+            pass "gradient norm summed during the backward is bit-identical to LLMC_NORM_IN_BACKWARD=0 over 10 steps, $precision"
+        else
+            fail "gradient norm summed during the backward bit-identical to the pass after it, $precision" "$(tail -n 1 "$tmp/normoff_$precision.out")"
+        fi
+    done
+    for env in 1 0; do  # with two micro-batches a step: the sums follow the second's backward only
+        LLMC_NORM_IN_BACKWARD=$env ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 \
+            -d 256 -x 4 -v 0 -s 0 -n 4 -o "$tmp/normacc_$env" > "$tmp/normacc_$env.out" 2>&1
+    done
+    if cmp -s "$tmp/normacc_1/state_00000004.bin" "$tmp/normacc_0/state_00000004.bin" &&
+       diff <(sed 's/ ms:.*//' "$tmp/normacc_1/main.log") <(sed 's/ ms:.*//' "$tmp/normacc_0/main.log") > /dev/null &&
+       [ "$(grep -c ' trl:' "$tmp/normacc_1/main.log")" -eq 4 ]; then
+        pass "gradient norm summed during the backward bit-identical to the pass after it with 2 micro-batches a step (-d 256)"
+    else
+        fail "gradient norm summed during the backward, 2 micro-batches a step" "$(tail -n 1 "$tmp/normacc_1.out")"
+    fi
+    dir=build/mutant_norm
+    rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
+    sed -i 's/return L - (int)((pos - t0) \/ (model->param_sizes\[i\] \/ (size_t)L));/return L - 1 - (int)((pos - t0) \/ (model->param_sizes[i] \/ (size_t)L));/' "$dir/llmc/gpt2.h"
+    what="the gradient norm's blocks of a layer summed one layer early, before its backward writes them"
+    if cmp -s llmc/gpt2.h "$dir/llmc/gpt2.h"; then fail "mutant: $what" "the sed expression no longer matches llmc/gpt2.h"
+    elif ! out=$(make -s -C "$dir" train_gpt2 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"
+    else
+        rm -rf "$tmp/mutant" "$tmp/mutant.out"
+        recompute_run "$dir/train_gpt2" fp32 0 "$tmp/mutant"
+        if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+        else pass "mutant caught: $what"; fi
+    fi
+    rm -rf "$dir"
 fi
