@@ -215,8 +215,10 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
 // the caller's addend), loaded straight from it, and a whole tile without bias or GELU is
 // stored straight to C: no pass of the shared epilogue over a scratch copy. Other tiles (the
 // edges of C, the last k block of a product with bias or GELU) go through the scratch tile and
-// gemm_tile_finish. GEMM_AMX_C_IN_TILES=0 builds the older way: the sums from zero, then
-// always the scratch tile and the epilogue (dev/cpu/gemm_ab times the two).
+// gemm_tile_finish. The addend thus enters TDPBF16PS's accumulation, which flushes a subnormal
+// accumulator to zero, as it does its other denormals. GEMM_AMX_C_IN_TILES=0 builds the older
+// way: the sums from zero, then always the scratch tile and the epilogue (dev/cpu/gemm_ab
+// times the two).
 #ifndef GEMM_AMX_C_IN_TILES
 #define GEMM_AMX_C_IN_TILES 1
 #endif
