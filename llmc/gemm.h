@@ -215,9 +215,7 @@ static void gemm_pack_bf16(int native, int r_panel, int len, int kc, int kw, con
     float *fbuf = buf;
     int fast_pairs = 0;  // pairs of the full panels already packed, vectorized where the layout allows
 #if GEMM_HAVE_BF16_KERNEL
-    if (native && full > 0 &&
-        (src16 != NULL ? gemm_pack_block_bf16_fast16(r_panel, full, kfull, kw, src16, s_r, s_k, wbuf)
-                       : gemm_pack_block_bf16_fast(r_panel, full, kfull, kw, src, s_r, s_k, wbuf))) {
+    if (native && full > 0 && gemm_pack_block_bf16_fast(r_panel, full, kfull, kw, src, src16, s_r, s_k, wbuf)) {
         fast_pairs = kfull;
     }
 #endif

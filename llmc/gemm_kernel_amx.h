@@ -188,7 +188,7 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
         }
         // [pair][row] on the stack, then each 16 x 16 block of words transposed into place
         uint32_t stage[GEMM_AMX_KCP * GEMM_AMX_MR] __attribute__((aligned(64)));
-        const int fast = rn == GEMM_AMX_MR && gemm_pack_block_bf16_fast(GEMM_AMX_MR, GEMM_AMX_MR, kfull, kw, a + r0 * rs, rs, cs, stage)
+        const int fast = rn == GEMM_AMX_MR && gemm_pack_block_bf16_fast(GEMM_AMX_MR, GEMM_AMX_MR, kfull, kw, a + r0 * rs, NULL, rs, cs, stage)
                              ? kfull : 0;
         for (int p = fast; p < kw; p++) {
             for (int r = 0; r < GEMM_AMX_MR; r++) {

@@ -177,21 +177,29 @@ static inline void gemm_transpose16_epi32(__m512i v[16]) {
     }
 }
 
-// Packs the full panels of a block for the vdpbf16ps kernel: `full` rows of A (or columns of B),
-// a multiple of R, in R-row panels, by kcp full pairs; element (r, k) at src[r*s_r + k*s_k] goes
-// to w[(r / R) * kcp_stride * R + p*R + r % R] as the pair (k = 2p, 2p+1), rounded with
-// vcvtne2ps2bf16 (nearest-even, NaN kept; denormals become zero, which vdpbf16ps does to them
-// anyway). kcp_stride is the pairs per panel of the buffer. Two layouts run vectorized, and
-// both read the source as a few sequential streams (a panel's rows are short runs far apart:
-// packed one panel at a time they left the loads waiting on memory):
-//   s_k = 1 (a row's pairs are adjacent floats): 16 rows by 16 pairs at a time, each row's 32
-//     floats becoming 16 words, then a 16 x 16 transpose of the words;
-//   s_r = 1 (rows adjacent, a pair is two source rows k, k+1): four pairs (8 source rows) are
-//     read across the whole block, each 16 rows of a pair interleaved by one vpermw.
-// Returns 0 for any other layout, which the caller packs itself.
+// The source of gemm_pack_block_bf16_fast, fp32 or bf16 (from16), as bytes: element e at
+// x + e * (from16 ? 2 : 4). The loops below are written once; from16 is a constant in each of
+// the two copies the compiler makes of them.
+//   16 pairs of a row (32 elements at x) as 16 pair words, k = 2p in the low half:
 GEMM_BF16_TARGET
-static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, const float *src, ptrdiff_t s_r,
-                                     ptrdiff_t s_k, uint32_t *w) {
+static inline __attribute__((always_inline)) __m512i gemm_bf16_row_pairs(const char *x, int from16) {
+    if (from16) { return _mm512_loadu_si512((const void *)x); }
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps((const float *)x + 16), _mm512_loadu_ps((const float *)x));
+}
+//   the first 16 (mask m) of source rows k (lo) and k+1 (hi) as 32 bf16, lo's in the low half:
+GEMM_BF16_TARGET
+static inline __attribute__((always_inline)) __m512i gemm_bf16_two_rows(__mmask16 m, const char *lo, const char *hi, int from16) {
+    if (from16) {
+        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m, lo)), _mm256_maskz_loadu_epi16(m, hi), 1);
+    }
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi), _mm512_maskz_loadu_ps(m, lo));
+}
+
+GEMM_BF16_TARGET
+static inline __attribute__((always_inline)) int gemm_pack_block_bf16_any(int R, int full, int kcp, int kcp_stride,
+                                                                          const char *src, int from16, ptrdiff_t s_r,
+                                                                          ptrdiff_t s_k, uint32_t *w) {
+    const ptrdiff_t es = from16 ? 2 : 4;  // bytes per source element
     const size_t panel_words = (size_t)kcp_stride * R;
     if (s_k == 1) {
         const int p16 = kcp / 16 * 16, p8 = kcp / 8 * 8;
@@ -204,13 +212,12 @@ static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, c
                     __m512i v[16];
                     #pragma GCC unroll 16
                     for (int r = 0; r < 16; r++) {
-                        const float *x = src + (ptrdiff_t)(r0 + g + r) * s_r + 2 * p0;
+                        const char *x = src + ((ptrdiff_t)(r0 + g + r) * s_r + 2 * p0) * es;
                         if (r < rn) {  // the same lines of the row one group (16 rows) on
-                            __builtin_prefetch(x + 16 * s_r);
-                            __builtin_prefetch(x + 16 * s_r + 16);
+                            __builtin_prefetch(x + 16 * s_r * es);
+                            if (!from16) { __builtin_prefetch(x + 16 * s_r * es + 64); }
                         }
-                        v[r] = r < rn ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x))
-                                      : _mm512_setzero_si512();
+                        v[r] = r < rn ? gemm_bf16_row_pairs(x, from16) : _mm512_setzero_si512();
                     }
                     gemm_transpose16_epi32(v);
                     #pragma GCC unroll 16
@@ -218,17 +225,22 @@ static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, c
                 }
             }
         }
-        for (int r = 0; r < full; r++) {
-            const float *row = src + r * s_r;
+        for (int r = 0; r < full; r++) {  // the pairs past the last 16
+            const char *row = src + (ptrdiff_t)r * s_r * es;
             uint32_t *wr = w + (size_t)(r / R) * panel_words + r % R;
             int p = p16;
+            if (from16) {
+                for (; p < kcp; p++) { memcpy(&wr[(size_t)p * R], row + 4 * p, 4); }  // k = 2p in the low half (little-endian)
+                continue;
+            }
+            const float *rowf = (const float *)row;
             for (; p < p8; p += 8) {
                 uint32_t words[8] __attribute__((aligned(32)));
-                _mm256_store_si256((__m256i *)words, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(row + 2 * p)));
+                _mm256_store_si256((__m256i *)words, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(rowf + 2 * p)));
                 #pragma GCC unroll 8
                 for (int q = 0; q < 8; q++) { wr[(size_t)(p + q) * R] = words[q]; }
             }
-            for (; p < kcp; p++) { wr[(size_t)p * R] = gemm_bf16_pair(row[2 * p], row[2 * p + 1]); }
+            for (; p < kcp; p++) { wr[(size_t)p * R] = gemm_bf16_pair(rowf[2 * p], rowf[2 * p + 1]); }
         }
         return 1;
     }
@@ -241,13 +253,13 @@ static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, c
             for (int r0 = 0; r0 < full; r0 += R) {
                 uint32_t *dst = w + (size_t)(r0 / R) * panel_words + (size_t)p0 * R;
                 for (int q = 0; q < pn; q++) {
-                    const float *lo = src + (ptrdiff_t)(2 * (p0 + q)) * s_k + r0, *hi = lo + s_k;
+                    const char *lo = src + ((ptrdiff_t)(2 * (p0 + q)) * s_k + r0) * es, *hi = lo + s_k * es;
                     for (int r = 0; r < R; r += 16) {
                         const __mmask16 m = R - r >= 16 ? 0xffff : (__mmask16)((1u << (R - r)) - 1);  // 12-row A panels
-                        __builtin_prefetch(lo + 8 * s_k + r);  // the same line of the rows four pairs on
-                        __builtin_prefetch(hi + 8 * s_k + r);
-                        const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi + r), _mm512_maskz_loadu_ps(m, lo + r));
-                        _mm512_mask_storeu_epi32((void *)(dst + (size_t)q * R + r), m, _mm512_permutexvar_epi16(interleave, (__m512i)pairs));
+                        __builtin_prefetch(lo + (8 * s_k + r) * es);  // the same line of the rows four pairs on
+                        __builtin_prefetch(hi + (8 * s_k + r) * es);
+                        const __m512i pairs = gemm_bf16_two_rows(m, lo + r * es, hi + r * es, from16);
+                        _mm512_mask_storeu_epi32((void *)(dst + (size_t)q * R + r), m, _mm512_permutexvar_epi16(interleave, pairs));
                     }
                 }
             }
@@ -257,72 +269,25 @@ static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, c
     return 0;
 }
 
-// gemm_pack_block_bf16_fast for a source that is bf16 already (uint16 bits, element (r, k) at
-// src[r*s_r + k*s_k]; gpt2.h's copy of the weights): no rounding, half the bytes read.
-//   s_k = 1: a pair (k = 2p, 2p+1) is one 32-bit word of the source: 16 rows by 16 pairs at a
-//     time, then the same 16 x 16 transpose of the words;
-//   s_r = 1: 16 rows of source row k and of k+1 (16 uint16 each), interleaved by one vpermw.
+// Packs the full panels of a block for the vdpbf16ps kernel: `full` rows of A (or columns of B),
+// a multiple of R, in R-row panels, by kcp full pairs; element (r, k) at src[r*s_r + k*s_k] goes
+// to w[(r / R) * kcp_stride * R + p*R + r % R] as the pair (k = 2p, 2p+1), rounded with
+// vcvtne2ps2bf16 (nearest-even, NaN kept; denormals become zero, which vdpbf16ps does to them
+// anyway). src16, where not NULL, is the source already in bf16 instead (uint16 bits, the same
+// strides; src unused; gpt2.h's copy of the weights): no rounding, half the bytes read.
+// kcp_stride is the pairs per panel of the buffer. Two layouts run vectorized, and both read
+// the source as a few sequential streams (a panel's rows are short runs far apart: packed one
+// panel at a time they left the loads waiting on memory):
+//   s_k = 1 (a row's pairs are adjacent): 16 rows by 16 pairs at a time, each row's 32 elements
+//     becoming 16 words, then a 16 x 16 transpose of the words;
+//   s_r = 1 (rows adjacent, a pair is two source rows k, k+1): four pairs (8 source rows) are
+//     read across the whole block, each 16 rows of a pair interleaved by one vpermw.
 // Returns 0 for any other layout, which the caller packs itself.
 GEMM_BF16_TARGET
-static int gemm_pack_block_bf16_fast16(int R, int full, int kcp, int kcp_stride, const uint16_t *src, ptrdiff_t s_r,
-                                       ptrdiff_t s_k, uint32_t *w) {
-    const size_t panel_words = (size_t)kcp_stride * R;
-    if (s_k == 1) {
-        const int p16 = kcp / 16 * 16;
-        for (int r0 = 0; r0 < full; r0 += R) {
-            uint32_t *wp = w + (size_t)(r0 / R) * panel_words;
-            for (int g = 0; g < R; g += 16) {
-                const int rn = gemm_min_bf16(16, R - g);
-                const __mmask16 m = (__mmask16)((1u << rn) - 1);
-                for (int p0 = 0; p0 < p16; p0 += 16) {
-                    __m512i v[16];
-                    #pragma GCC unroll 16
-                    for (int r = 0; r < 16; r++) {
-                        const uint16_t *x = src + (ptrdiff_t)(r0 + g + r) * s_r + 2 * p0;
-                        if (r < rn) { __builtin_prefetch(x + 16 * s_r); }  // the same line of the row one group on
-                        v[r] = r < rn ? _mm512_loadu_si512((const void *)x) : _mm512_setzero_si512();
-                    }
-                    gemm_transpose16_epi32(v);
-                    #pragma GCC unroll 16
-                    for (int q = 0; q < 16; q++) { _mm512_mask_storeu_epi32((void *)(wp + (size_t)(p0 + q) * R + g), m, v[q]); }
-                }
-            }
-        }
-        for (int r = 0; r < full; r++) {
-            const uint16_t *row = src + r * s_r;
-            uint32_t *wr = w + (size_t)(r / R) * panel_words + r % R;
-            for (int p = p16; p < kcp; p++) {
-                uint32_t word;
-                memcpy(&word, row + 2 * p, sizeof(word));  // k = 2p in the low half (little-endian)
-                wr[(size_t)p * R] = word;
-            }
-        }
-        return 1;
-    }
-    if (s_r == 1) {
-        // word j of the result: bf16 j of lo (low half), then bf16 j of hi (high half)
-        const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                                    23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-        for (int p0 = 0; p0 < kcp; p0 += 4) {
-            const int pn = gemm_min_bf16(4, kcp - p0);
-            for (int r0 = 0; r0 < full; r0 += R) {
-                uint32_t *dst = w + (size_t)(r0 / R) * panel_words + (size_t)p0 * R;
-                for (int q = 0; q < pn; q++) {
-                    const uint16_t *lo = src + (ptrdiff_t)(2 * (p0 + q)) * s_k + r0, *hi = lo + s_k;
-                    for (int r = 0; r < R; r += 16) {
-                        const __mmask16 m = R - r >= 16 ? 0xffff : (__mmask16)((1u << (R - r)) - 1);
-                        __builtin_prefetch(lo + 8 * s_k + r);  // the same line of the rows four pairs on
-                        __builtin_prefetch(hi + 8 * s_k + r);
-                        const __m512i pairs = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m, lo + r)),
-                                                                 _mm256_maskz_loadu_epi16(m, hi + r), 1);
-                        _mm512_mask_storeu_epi32((void *)(dst + (size_t)q * R + r), m, _mm512_permutexvar_epi16(interleave, pairs));
-                    }
-                }
-            }
-        }
-        return 1;
-    }
-    return 0;
+static int gemm_pack_block_bf16_fast(int R, int full, int kcp, int kcp_stride, const float *src, const uint16_t *src16,
+                                     ptrdiff_t s_r, ptrdiff_t s_k, uint32_t *w) {
+    if (src16 != NULL) { return gemm_pack_block_bf16_any(R, full, kcp, kcp_stride, (const char *)src16, 1, s_r, s_k, w); }
+    return gemm_pack_block_bf16_any(R, full, kcp, kcp_stride, (const char *)src, 0, s_r, s_k, w);
 }
 
 // 1 if this CPU (and OS) runs AVX-512 with AVX512_BF16.
