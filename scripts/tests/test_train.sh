@@ -202,21 +202,26 @@ else
         "s/if (model->recompute \&\& l < L - 1) { block_forward(model, l, B, T, 1); }/if (0) { }/|the backward skips the recompute (stale activations of the last layer)"
         "s/if (model->recompute \&\& l < L - 1) { block_forward(model, l, B, T, 1); }/if (model->recompute \&\& l < L - 1) { block_forward(model, l + 1, B, T, 1); }/|the recompute re-runs the layer above"
     )
-    dir=build/mutant_recompute
+    # build_mutant FILE EXPR WHAT: a copy of the sources in build/mutant, EXPR applied to FILE,
+    # its train_gpt2 built; 1 (a failure reported) where EXPR no longer matches or it does not compile
+    build_mutant() {
+        local file=$1 expr=$2 what=$3 dir=build/mutant out
+        rm -rf "$dir" "$tmp/mutant" "$tmp/mutant.out" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
+        sed -i "$expr" "$dir/$file"
+        if cmp -s "$file" "$dir/$file"; then fail "mutant: $what" "the sed expression no longer matches $file"; return 1; fi
+        if ! out=$(make -s -C "$dir" train_gpt2 2>&1); then
+            fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"; return 1
+        fi
+    }
     for entry in "${RECOMPUTE_MUTANTS[@]}"; do
         IFS='|' read -r expr what <<< "$entry"
         # TEST_QUICK=1 (make test): the first mutant only
         [ "${TEST_QUICK:-0}" = 1 ] && [ "$entry" != "${RECOMPUTE_MUTANTS[0]}" ] && continue
-        rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
-        sed -i "$expr" "$dir/llmc/gpt2.h"
-        if cmp -s llmc/gpt2.h "$dir/llmc/gpt2.h"; then fail "mutant: $what" "the sed expression no longer matches llmc/gpt2.h"; continue; fi
-        if ! out=$(make -s -C "$dir" train_gpt2 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"; continue; fi
-        rm -rf "$tmp/mutant" "$tmp/mutant.out"
-        recompute_run "$dir/train_gpt2" fp32 1 "$tmp/mutant"
+        build_mutant llmc/gpt2.h "$expr" "$what" || continue
+        recompute_run build/mutant/train_gpt2 fp32 1 "$tmp/mutant"
         if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what (the run differs from --recompute 0)"; fi
     done
-    rm -rf "$dir"
 
     # --- bf16 training packs the weights from the bf16 copy AdamW writes (llmc/gpt2.h,
     # params_bf16): bit-identical to rounding the fp32 weights in every product
@@ -236,21 +241,14 @@ else
     else
         fail "bf16 copy of the weights bit-identical on the emulated path" "$(tail -n 1 "$tmp/w16on_emu.out")"
     fi
-    dir=build/mutant_bf16_weights
-    rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
-    sed -i 's/vec_store_bf16_partial(params16 + i, np, k);/vec_store_bf16_partial(params16 + i, (vfloat)((vint)np \& (int32_t)0xffff0000u), k);/' "$dir/llmc/adamw.h"
     what="AdamW writes the bf16 copy truncated instead of rounded to nearest-even"
-    if cmp -s llmc/adamw.h "$dir/llmc/adamw.h"; then fail "mutant: $what" "the sed expression no longer matches llmc/adamw.h"
-    elif ! out=$(make -s -C "$dir" train_gpt2 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"
-    else
-        rm -rf "$tmp/mutant" "$tmp/mutant.out"
-        recompute_run "$dir/train_gpt2" bf16 0 "$tmp/mutant"
+    if build_mutant llmc/adamw.h 's/vec_store_bf16_partial(params16 + i, np, k);/vec_store_bf16_partial(params16 + i, (vfloat)((vint)np \& (int32_t)0xffff0000u), k);/' "$what"; then
+        recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
         if same_run "$tmp/w16off_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         elif [ "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/mutant/main.log")" != "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/w16off_bf16/main.log")" ]; then
             fail "mutant caught: $what" "step 0 differs too: the mutant should change AdamW's copy only"
         else pass "mutant caught: $what (step 0 agrees, the run differs after)"; fi
     fi
-    rm -rf "$dir"
 
     # --- the gradient norm summed block by block as the backward pass finishes the gradients
     # (llmc/gpt2.h, GradNormSums) is the pass after the backward, bit for bit
@@ -275,17 +273,11 @@ else
     else
         fail "gradient norm summed during the backward, 2 micro-batches a step" "$(tail -n 1 "$tmp/normacc_1.out")"
     fi
-    dir=build/mutant_norm
-    rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile train_gpt2.c llmc "$dir/"
-    sed -i 's/return L - (int)((pos - t0) \/ (model->param_sizes\[i\] \/ (size_t)L));/return L - 1 - (int)((pos - t0) \/ (model->param_sizes[i] \/ (size_t)L));/' "$dir/llmc/gpt2.h"
     what="the gradient norm's blocks of a layer summed one layer early, before its backward writes them"
-    if cmp -s llmc/gpt2.h "$dir/llmc/gpt2.h"; then fail "mutant: $what" "the sed expression no longer matches llmc/gpt2.h"
-    elif ! out=$(make -s -C "$dir" train_gpt2 2>&1); then fail "mutant: $what" "does not compile: $(printf '%s' "$out" | head -n 2 | tr '\n' ' ')"
-    else
-        rm -rf "$tmp/mutant" "$tmp/mutant.out"
-        recompute_run "$dir/train_gpt2" fp32 0 "$tmp/mutant"
+    if build_mutant llmc/gpt2.h 's/return L - (int)((pos - t0) \/ (model->param_sizes\[i\] \/ (size_t)L));/return L - 1 - (int)((pos - t0) \/ (model->param_sizes[i] \/ (size_t)L));/' "$what"; then
+        recompute_run build/mutant/train_gpt2 fp32 0 "$tmp/mutant"
         if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what"; fi
     fi
-    rm -rf "$dir"
+    rm -rf build/mutant
 fi
