@@ -49,9 +49,16 @@ maximum of the online softmax after the key's block of ATTN_BK (FlashAttention-2
 reference, scripts/reference/gpt2_reference.py, computes the same m); the backward rounds P = exp(score -
 lse), which it recomputes.
 
+On the amx path (precision.h) the same operands go through AMX tiles as whole-block products
+(attention_kernel.h's attn_amx_product: a forward tile's scores against a key block, O^T += V^T P^T;
+per backward block pair S, dP, dV^T, dK^T, dQ), each followed by its vector pass (masking and the
+running maximum, exp, dS, dQ's scaling). Operands are padded to whole tiles with zero words; P and
+dS are computed for the whole diagonal block and masked to 0 there, so the products need no ragged
+edge. The tiles' sums are not vdpbf16ps's bits: that path is checked at the bf16 tolerances.
+
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
-beyond them). Stack per thread: about 200 KB forward and 300 KB backward with
-AVX2, 260 KB and 400 KB with AVX-512; a thread's default stack is 2-8 MB.
+beyond them). Stack per thread: about 210 KB forward and 410 KB backward (GCC 12's
+-fstack-usage, AVX2 or AVX-512); a thread's default stack is 2-8 MB.
 
 Vector width: ATTN_VW = VEC_WIDTH (vecmath.h: 16 floats with AVX-512, 8 with AVX,
 4 otherwise; -DVEC_WIDTH=N forces one, so each width can be tested on any x86-64).
@@ -86,21 +93,37 @@ static void attn_check_shape(int T, int C, int NH) {
 // key comes after the query, stored to st; mx collects the column maxima.
 // k points at the first key (rows ldk apart), qt at the tile's Q^T (K rows of W),
 // j0 and q0 are the positions of the first key and the first query.
+// s, the scores of key j against queries q .. q+VW-1, with -inf where the key comes after the query.
+VEC_INLINE vfloat attn_fwd_mask(vfloat s, int j, int q) {
+    if (j <= q) { return s; }  // no query of this vector precedes key j
+    vint masked = attn_iota() + q < j;
+    const vfloat neg_inf = (vfloat){0} - INFINITY;
+    return (vfloat)(((vint)s & ~masked) | ((vint)neg_inf & masked));
+}
+
 VEC_INLINE void attn_fwd_scores(const int R, float *st, vfloat mx[2], const void *k, ptrdiff_t ldk,
                                  const void *qt, int K, int j0, int q0, attn_arith arith) {
     vfloat acc[ATTN_R][2] = {{{0}}};
     attn_product(R, acc, k, ldk, 1, qt, ATTN_W, K, arith);
     for (int r = 0; r < R; r++) {
-        const int j = j0 + r;
         for (int v = 0; v < 2; v++) {
-            vfloat s = acc[r][v];
-            if (j > q0 + v * ATTN_VW) {  // some queries of this vector precede key j
-                vint masked = attn_iota() + (q0 + v * ATTN_VW) < j;
-                const vfloat neg_inf = (vfloat){0} - INFINITY;
-                s = (vfloat)(((vint)s & ~masked) | ((vint)neg_inf & masked));
-            }
+            const vfloat s = attn_fwd_mask(acc[r][v], j0 + r, q0 + v * ATTN_VW);
             *(vfloat *)(st + r * ATTN_W + v * ATTN_VW) = s;
             mx[v] = vec_max(mx[v], s);
+        }
+    }
+}
+
+// AMX: the scores of nk keys (k: rows of kp pairs) against a tile's queries (qt: Q^T's pair rows)
+// as one block product into st, then masked as attn_fwd_scores does; mx collects the maxima.
+static void attn_fwd_scores_amx(float *st, vfloat mx[2], const uint32_t *k, const uint32_t *qt, int kp, int nk,
+                                int j0, int q0) {
+    attn_amx_product(st, ATTN_W, k, kp, qt, ATTN_W, attn_round16(nk), ATTN_W, kp, 0);
+    for (int j = 0; j < nk; j++) {
+        for (int v = 0; v < 2; v++) {
+            vfloat *s = (vfloat *)(st + j * ATTN_W + v * ATTN_VW);
+            *s = attn_fwd_mask(*s, j0 + j, q0 + v * ATTN_VW);
+            mx[v] = vec_max(mx[v], *s);
         }
     }
 }
@@ -143,16 +166,23 @@ struct attn_fwd_tile {
 static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int group_tiles,
                            int T, int C, int NH, float scale, attn_arith arith) {
     const int hs = C / NH, hsp = (hs + 1) / 2;  // channels, and their pairs
-    const int bf16 = arith != ATTN_FP32;
+    const int bf16 = arith != ATTN_FP32, amx = arith == ATTN_BF16_AMX;
+    const int kp = amx ? attn_round16(hsp) : hsp;    // pair words of a key's row (AMX: whole tiles)
+    const int hs_rows = amx ? attn_round16(hs) : hs;  // rows of O^T computed (AMX: whole tiles)
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
     const float *k = q + C, *v = q + 2 * C;               // key and value likewise
     struct attn_fwd_tile tiles[ATTN_G];
     // K and V of a key block, rows packed hs apart: in qkv they are 3C floats apart, a multiple
     // of a large power of two, so they would share few cache sets and need a page each.
-    // bf16: K's rows as pairs of channels (kb2[j*hsp + p]), V as rows of key pairs (vb2[p*hs + d])
+    // bf16: K's rows as pairs of channels (kb2[j*kp + p]), V as rows of key pairs (vb2[p*hs + d]);
+    // AMX: V^T with pairs of keys along its rows (vt2[d*BK/2 + p])
     union { float kb[ATTN_BK * ATTN_MAX_HS]; uint32_t kb2[ATTN_BK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64))) kbu;
-    union { float vb[ATTN_BK * ATTN_MAX_HS]; uint32_t vb2[ATTN_BK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64))) vbu;
+    union {
+        float vb[ATTN_BK * ATTN_MAX_HS];
+        uint32_t vb2[ATTN_BK * ATTN_MAX_HS / 2];
+        uint32_t vt2[ATTN_MAX_HS * ATTN_BK / 2];
+    } __attribute__((aligned(64))) vbu;
     float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));  // S^T then P^T of a tile and a key block
     uint32_t pt2[ATTN_BK / 2 * ATTN_W] __attribute__((aligned(64)));  // bf16: P^T as rows of key pairs
     const int n_tiles = attn_min(group_tiles, (T - g0 + ATTN_W - 1) / ATTN_W);
@@ -161,7 +191,8 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         tile->q0 = g0 + t * ATTN_W;
         tile->nq = attn_min(ATTN_W, T - tile->q0);
         attn_pack_transposed(tile->qt, ATTN_W, q + tile->q0 * C3, C3, tile->nq, hs, bf16);
-        for (int d = 0; d < hs; d++) {
+        if (amx) { attn_zero_words(tile->qt2, ATTN_W, hsp, kp, 0, ATTN_W); }
+        for (int d = 0; d < hs_rows; d++) {
             for (int i = 0; i < ATTN_W; i++) { tile->ot[d * ATTN_W + i] = 0.0f; }
         }
         for (int u = 0; u < 2; u++) {
@@ -172,7 +203,12 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
     const int kend = attn_min(g0 + n_tiles * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
     for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
         const int nk_block = attn_min(ATTN_BK, kend - k0);
-        if (bf16) {
+        if (amx) {  // zero words past the keys and channels, to whole tiles
+            attn_pack_col_pairs(kbu.kb2, kp, k + k0 * C3, C3, nk_block, hs);
+            attn_zero_words(kbu.kb2, kp, 0, nk_block, hsp, kp);
+            attn_zero_words(kbu.kb2, kp, nk_block, attn_round16(nk_block), 0, kp);
+            attn_pack_pairs_transposed(vbu.vt2, ATTN_BK / 2, v + k0 * C3, C3, nk_block, hs);
+        } else if (bf16) {
             attn_pack_col_pairs(kbu.kb2, hsp, k + k0 * C3, C3, nk_block, hs);
             attn_pack_row_pairs(vbu.vb2, hs, v + k0 * C3, C3, nk_block, hs);
         } else {
@@ -189,10 +225,14 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             const void *qt = attn_words(bf16, tile->qt, tile->qt2, 0);
             vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
             mx[0] = mx[1] = (vfloat){0} - INFINITY;
-            for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
-                const void *kj = attn_words(bf16, kbu.kb, kbu.kb2, j0 * (bf16 ? hsp : hs));
-                ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
-                               bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
+            if (amx) {
+                attn_fwd_scores_amx(st, mx, kbu.kb2, tile->qt2, kp, nk, k0, tile->q0);
+            } else {
+                for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
+                    const void *kj = attn_words(bf16, kbu.kb, kbu.kb2, j0 * (bf16 ? hsp : hs));
+                    ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
+                                   bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
+                }
             }
             vfloat alpha[2], sum[2] = {{0}};
             for (int u = 0; u < 2; u++) {
@@ -209,6 +249,15 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             }
             for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
             if (bf16) { attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W); }  // P^T rounded here
+            if (amx) {  // O^T = alpha O^T, then + V^T P^T as one block product
+                const int np = (nk + 1) / 2;
+                attn_zero_words(pt2, ATTN_W, np, attn_round16(np), 0, ATTN_W);
+                for (int d = 0; d < hs_rows; d++) {
+                    for (int u = 0; u < 2; u++) { *(vfloat *)(tile->ot + d * ATTN_W + u * ATTN_VW) *= alpha[u]; }
+                }
+                attn_amx_product(tile->ot, ATTN_W, vbu.vt2, ATTN_BK / 2, pt2, ATTN_W, hs_rows, ATTN_W, attn_round16(np), 1);
+                continue;
+            }
             const void *pt = attn_words(bf16, st, pt2, 0);
             for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                 const void *vd = attn_words(bf16, vbu.vb, vbu.vb2, d0);
@@ -275,6 +324,17 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
 // D_i = dO_i . O_i (= sum_j P_ij dP_ij):
 //   dS = P * (dP - D),  dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
 
+// P = exp(s * scale - lse) of one query's scores s against a vector of keys, 0 for lanes past
+// mask_from (on the diagonal, the keys after the query).
+VEC_INLINE vfloat attn_bwd_p(vfloat s, float scale, float row_lse, int mask_from) {
+    vfloat p = vec_exp(s * scale - row_lse);
+    if (mask_from < ATTN_VW - 1) {
+        vint masked = attn_iota() > mask_from;
+        p = (vfloat)((vint)p & ~masked);
+    }
+    return p;
+}
+
 // The rows of one (query block, key block) tile pair: P and dS of R queries
 // against the two key vectors starting at column c of the key block.
 // q and go point at the first query's q and dout (rows ldq and ldgo apart, K k's;
@@ -288,13 +348,7 @@ VEC_INLINE void attn_bwd_probs(const int R, float *pb, float *dsb, const void *q
     attn_product(R, acc, q, ldq, 1, kt, ATTN_BLK, K, arith);
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < 2; v++) {
-            vfloat p = vec_exp(acc[r][v] * scale - row_lse[r]);
-            // on the diagonal, key (column) c+v*VW+lane comes after query (row) r for lane > mask_from + r - v*VW
-            if (mask_from + r < (v + 1) * ATTN_VW - 1) {
-                vint masked = attn_iota() + v * ATTN_VW > mask_from + r;
-                p = (vfloat)((vint)p & ~masked);
-            }
-            *(vfloat *)(pb + r * ATTN_BLK + v * ATTN_VW) = p;
+            *(vfloat *)(pb + r * ATTN_BLK + v * ATTN_VW) = attn_bwd_p(acc[r][v], scale, row_lse[r], mask_from + r - v * ATTN_VW);
         }
     }
     vfloat dp[ATTN_R][2] = {{{0}}};
@@ -379,19 +433,77 @@ struct attn_bwd_operands {
     union { float gob[ATTN_BLK * ATTN_MAX_HS]; uint32_t gob2[ATTN_BLK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64)));
     uint32_t qbt2[ATTN_BLK / 2 * ATTN_MAX_HS] __attribute__((aligned(64)));
     uint32_t gobt2[ATTN_BLK / 2 * ATTN_MAX_HS] __attribute__((aligned(64)));
-    // bf16: P and dS of a key vector pair, as rows of query pairs (for dV and dK); a row of dS as
-    // pairs of keys (for dQ)
-    uint32_t pb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
-    uint32_t dsb2[ATTN_BLK / 2 * ATTN_W] __attribute__((aligned(64)));
-    uint32_t dsr2[ATTN_R * ATTN_BLK / 2] __attribute__((aligned(64)));
+    // bf16: P and dS of a key vector pair, as rows of query pairs (for dV and dK); rows of dS as
+    // pairs of keys (for dQ). AMX: P and dS of the whole block (pb2[p*BLK + j]), all rows of dS,
+    // and qbt2, gobt2 as Q^T and dout^T with pairs of queries along their rows (qbt2[d*BLK/2 + p])
+    uint32_t pb2[ATTN_BLK / 2 * ATTN_BLK] __attribute__((aligned(64)));
+    uint32_t dsb2[ATTN_BLK / 2 * ATTN_BLK] __attribute__((aligned(64)));
+    uint32_t dsr2[ATTN_BLK * ATTN_BLK / 2] __attribute__((aligned(64)));
+    float dqb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));  // AMX: dS K of the query block (BLK x hs_pad)
 };
+
+// AMX: the products of one (query block, key block) pair as block products on tiles, each
+// followed by its vector pass; the operands of the key block (kt2, vt2, kp2) are packed, padded
+// with zero words to whole tiles, and pb, dsb, dkt, dvt are attn_bwd_head's. P and dS are
+// computed for the whole block, 0 on the diagonal where the key comes after the query, so the
+// products to dV, dK and dQ need no ragged edge. q and go point at the block's first query and
+// dout (rows C3 and C apart), dq at its first dQ row; first: dQ's first key block (see attn_bwd_q).
+static void attn_bwd_block_amx(struct attn_bwd_operands *op, float *pb, float *dsb, float *dkt, float *dvt,
+                               float *dq, const float *q, const float *go, const float *row_lse, const float *row_D,
+                               int nq, int nk, int diag, int first, int hs, int C, float scale) {
+    const int hsp = (hs + 1) / 2, kp = attn_round16(hsp), hs_rows = attn_round16(hs);
+    const int hs_pad = (hs + ATTN_W - 1) / ATTN_W * ATTN_W, nq16 = attn_round16(nq);
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    // S = Q K^T into pb and dP = dout V^T into dsb, then P and dS in their place
+    attn_pack_col_pairs(op->qb2, kp, q, C3, nq, hs);
+    attn_pack_col_pairs(op->gob2, kp, go, C, nq, hs);
+    attn_zero_words(op->qb2, kp, 0, nq, hsp, kp);
+    attn_zero_words(op->qb2, kp, nq, nq16, 0, kp);
+    attn_zero_words(op->gob2, kp, 0, nq, hsp, kp);
+    attn_zero_words(op->gob2, kp, nq, nq16, 0, kp);
+    attn_amx_product(pb, ATTN_BLK, op->qb2, kp, op->kt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
+    attn_amx_product(dsb, ATTN_BLK, op->gob2, kp, op->vt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
+    for (int i = 0; i < nq; i++) {
+        for (int c = 0; c < ATTN_BLK; c += ATTN_VW) {
+            vfloat *p = (vfloat *)(pb + i * ATTN_BLK + c), *ds = (vfloat *)(dsb + i * ATTN_BLK + c);
+            *p = attn_bwd_p(*p, scale, row_lse[i], diag ? i - c : ATTN_BLK);
+            *ds = *p * (*ds - row_D[i]);
+        }
+    }
+    // dV^T += dout^T P and dK^T += Q^T dS over the block's pairs of queries
+    const int np = (nq + 1) / 2, kq = attn_round16(np);
+    attn_pack_row_pairs(op->pb2, ATTN_BLK, pb, ATTN_BLK, nq, ATTN_BLK);
+    attn_pack_row_pairs(op->dsb2, ATTN_BLK, dsb, ATTN_BLK, nq, ATTN_BLK);
+    attn_zero_words(op->pb2, ATTN_BLK, np, kq, 0, ATTN_BLK);
+    attn_zero_words(op->dsb2, ATTN_BLK, np, kq, 0, ATTN_BLK);
+    attn_pack_pairs_transposed(op->gobt2, ATTN_BLK / 2, go, C, nq, hs);
+    attn_pack_pairs_transposed(op->qbt2, ATTN_BLK / 2, q, C3, nq, hs);
+    attn_amx_product(dvt, ATTN_BLK, op->gobt2, ATTN_BLK / 2, op->pb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
+    attn_amx_product(dkt, ATTN_BLK, op->qbt2, ATTN_BLK / 2, op->dsb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
+    // dQ = scale dS K over the key block's pairs of keys
+    const int nkp = (nk + 1) / 2, kk = attn_round16(nkp);
+    attn_pack_col_pairs(op->dsr2, ATTN_BLK / 2, dsb, ATTN_BLK, nq, nk);
+    attn_zero_words(op->dsr2, ATTN_BLK / 2, 0, nq, nkp, kk);
+    attn_zero_words(op->dsr2, ATTN_BLK / 2, nq, nq16, 0, kk);
+    attn_amx_product(op->dqb, hs_pad, op->dsr2, ATTN_BLK / 2, op->kp2, hs_pad, nq16, hs_pad, kk, 0);
+    for (int i = 0; i < nq; i++) {
+        float *dst = dq + i * C3;
+        const float *add = op->dqb + i * hs_pad;
+        if (first) {
+            for (int d = 0; d < hs; d++) { dst[d] = 0.0f + add[d] * scale; }
+        } else {
+            for (int d = 0; d < hs; d++) { dst[d] += add[d] * scale; }
+        }
+    }
+}
 
 // All of head h of batch element b.
 static void attn_bwd_head(float *dqkv, const float *dout, const float *out, const float *lse,
                           const float *qkv, int b, int h, int T, int C, int NH, float scale, attn_arith arith) {
     const int hs = C / NH, hsp = (hs + 1) / 2;  // channels, and their pairs
-    const int bf16 = arith != ATTN_FP32;
+    const int bf16 = arith != ATTN_FP32, amx = arith == ATTN_BF16_AMX;
     const int hs_pad = (hs + ATTN_W - 1) / ATTN_W * ATTN_W;  // K's rows padded to whole tiles
+    const int hs_rows = amx ? attn_round16(hs) : hs;          // rows of dK^T and dV^T computed
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     const size_t head = (size_t)b * T * C3 + h * hs;  // query of position t at head + t*C3, key +C, value +2C
     const float *q = qkv + head, *k = q + C, *v = q + 2 * C;
@@ -414,15 +526,19 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
         attn_pack_transposed(op.vt, ATTN_BLK, v + k0 * C3, C3, nk, hs, bf16);
         if (bf16) {  // K's key pairs; the products read channels up to hs_pad, pairs up to (nk+1)/2
             attn_pack_row_pairs(op.kp2, hs_pad, k + k0 * C3, C3, nk, hs);
-            for (int p = 0; 2 * p < nk; p++) {
-                for (int d = hs; d < hs_pad; d++) { op.kp2[p * hs_pad + d] = 0; }
+            attn_zero_words(op.kp2, hs_pad, 0, (nk + 1) / 2, hs, hs_pad);
+            if (amx) {  // zero words to whole tiles: pairs of channels in K^T and V^T, pairs of keys in K
+                const int hsp16 = attn_round16(hsp), nkp = (nk + 1) / 2;
+                attn_zero_words(op.kt2, ATTN_BLK, hsp, hsp16, 0, ATTN_BLK);
+                attn_zero_words(op.vt2, ATTN_BLK, hsp, hsp16, 0, ATTN_BLK);
+                attn_zero_words(op.kp2, hs_pad, nkp, attn_round16(nkp), 0, hs_pad);
             }
         } else {
             for (int j = 0; j < ATTN_BLK; j++) {
                 for (int d = 0; d < hs_pad; d++) { op.kp[j * hs_pad + d] = j < nk && d < hs ? k[(k0 + j) * C3 + d] : 0.0f; }
             }
         }
-        for (int d = 0; d < hs; d++) {
+        for (int d = 0; d < hs_rows; d++) {
             for (int j = 0; j < ATTN_BLK; j++) { dkt[d * ATTN_BLK + j] = dvt[d * ATTN_BLK + j] = 0.0f; }
         }
         // query blocks at and below the diagonal; the first (q0 = k0) is the diagonal one,
@@ -430,6 +546,11 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
         for (int q0 = k0; q0 < T; q0 += ATTN_BLK) {
             const int nq = attn_min(ATTN_BLK, T - q0);
             const int diag = q0 == k0;
+            if (amx) {
+                attn_bwd_block_amx(&op, pb, dsb, dkt, dvt, dq + q0 * C3, q + q0 * C3, go + q0 * C, head_lse + q0,
+                                   head_D + q0, nq, nk, diag, k0 == 0, hs, C, scale);
+                continue;
+            }
             if (bf16) {
                 attn_pack_col_pairs(op.qb2, hsp, q + q0 * C3, C3, nq, hs);
                 attn_pack_col_pairs(op.gob2, hsp, go + q0 * C, C, nq, hs);

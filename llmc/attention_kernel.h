@@ -1,7 +1,8 @@
 /*
 The arithmetic of attention.h: its tile sizes, the register tiles that compute every product
-(fp32 FMAs; bf16 pairs on vdpbf16ps, or emulated on fp32 FMAs with the same bits), and the
-packing of operands into the stack tiles (bf16 pair words, transposes through registers).
+(fp32 FMAs; bf16 pairs on vdpbf16ps, or emulated on fp32 FMAs with the same bits), the block
+product on AMX tiles (the amx path), and the packing of operands into the stack tiles (bf16 pair
+words, transposes through registers).
 attention.h walks the forward and backward passes over these; it says how the work is laid out.
 */
 #pragma once
@@ -11,6 +12,7 @@ attention.h walks the forward and backward passes over these; it says how the wo
 #include <string.h>
 #include "gemm.h"       // gemm_bf16_bits, gemm_bf16_pair
 #include "precision.h"  // the run's precision and bf16 path
+#include "utils.h"      // die
 #include "vecmath.h"
 
 #define ATTN_VW VEC_WIDTH
@@ -63,7 +65,7 @@ VEC_INLINE void attn_tile(const int R, vfloat acc[ATTN_R][2], const float *a, pt
 // LLMC_BF16_EMULATE=1, fp32 FMAs over the same pairs in the instruction's order give the same
 // bits, denormals aside.
 
-typedef enum { ATTN_FP32, ATTN_BF16_EMULATED, ATTN_BF16_NATIVE } attn_arith;
+typedef enum { ATTN_FP32, ATTN_BF16_EMULATED, ATTN_BF16_NATIVE, ATTN_BF16_AMX } attn_arith;
 
 #if ATTN_VW == 16 && defined(__AVX512BF16__) && GEMM_HAVE_BF16_KERNEL
 #define ATTN_HAVE_BF16_NATIVE 1
@@ -71,9 +73,19 @@ typedef enum { ATTN_FP32, ATTN_BF16_EMULATED, ATTN_BF16_NATIVE } attn_arith;
 #define ATTN_HAVE_BF16_NATIVE 0
 #endif
 
+// AMX tiles (see "bf16 on AMX tiles" below) take blocks of 16 x 16 products: a forward tile's W
+// queries must be a whole number of them (not so with the 4-lane vectors of a portable build).
+#if GEMM_HAVE_AMX_KERNEL && ATTN_W % 16 == 0 && ATTN_BK % 32 == 0 && ATTN_BLK % 32 == 0
+#define ATTN_HAVE_AMX 1
+#else
+#define ATTN_HAVE_AMX 0
+#endif
+
 // The arithmetic of the products from now on: that of the matmuls (matmul_set_precision).
+// On the amx path the products run on AMX tiles too, with their sums (not vdpbf16ps's bits).
 static attn_arith attn_current_arith(void) {
     if (!precision_is_bf16()) { return ATTN_FP32; }
+    if (ATTN_HAVE_AMX && precision_bf16_path() == BF16_PATH_AMX) { return ATTN_BF16_AMX; }
     return ATTN_HAVE_BF16_NATIVE && precision_bf16_dot_native() ? ATTN_BF16_NATIVE : ATTN_BF16_EMULATED;
 }
 
@@ -197,6 +209,83 @@ VEC_INLINE void attn_product(const int R, vfloat acc[ATTN_R][2], const void *a, 
     }
 }
 
+// ----------------------------------------------------------------------------
+// bf16 on AMX tiles (the run's bf16 path is amx): the same pair words, a block product at a time.
+//
+// TDPBF16PS multiplies a 16 x 16 pair-word tile A (rows contiguous in pairs) by a 16 x 16 tile B
+// (a row of 16 columns' words per pair): the broadcast side of attn_product is A, read row by
+// row instead of column by column, and its vector side is B as it is. So the products over
+// channel pairs (scores, dP, dQ) take the operands packed as for vdpbf16ps, and those over
+// pairs of positions (O^T = V^T P^T, dV^T, dK^T) take V^T, dout^T and Q^T with the positions'
+// pairs along each row (attn_pack_pairs_transposed). Every dimension is padded to whole tiles
+// (16 rows, 16 pairs) with zero words, which add nothing. The masking, softmax and scaling run
+// on the stored blocks as vector passes. The sums are TDPBF16PS's (gemm_kernel_amx.h: pairs
+// rounded to fp32 before they are added, denormals flushed), not vdpbf16ps's bits; they are
+// checked against the bf16 reference at its tolerances, as the AMX GEMM is.
+
+static inline int attn_round16(int n) { return (n + 15) / 16 * 16; }
+
+// dst[r*ldd + c] = 0 for r0 <= r < r1, c0 <= c < c1: the padding of a block to whole tiles.
+static void attn_zero_words(uint32_t *dst, ptrdiff_t ldd, int r0, int r1, int c0, int c1) {
+    for (int r = r0; r < r1; r++) {
+        for (int c = c0; c < c1; c++) { dst[r * ldd + c] = 0; }
+    }
+}
+
+#if ATTN_HAVE_AMX
+// C (m x n floats, rows ldc apart) = A B, or C + A B where accumulate: A is m rows of kp pair
+// words (lda apart), B kp rows of n words (ldb apart); m, n and kp multiples of 16, and the
+// pairs past a product's K zero in both operands. C is 32 x 32 at a time in tiles 0-3, A in 4-5,
+// B in 6-7, as in the GEMM's tile.
+GEMM_AMX_TARGET
+static void attn_amx_product(float *c, ptrdiff_t ldc, const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
+                             ptrdiff_t ldb, int m, int n, int kp, int accumulate) {
+    gemm_amx_thread_init();
+    for (int i0 = 0; i0 < m; i0 += 32) {
+        const int two_i = i0 + 16 < m;  // a second row of tiles
+        for (int j0 = 0; j0 < n; j0 += 32) {
+            const int two_j = j0 + 16 < n;  // a second column of tiles
+            float *c00 = c + i0 * ldc + j0, *c10 = c00 + 16 * ldc;
+            if (accumulate) {
+                GEMM_AMX_LOAD(0, c00, ldc * 4);
+                if (two_j) { GEMM_AMX_LOAD(1, c00 + 16, ldc * 4); }
+                if (two_i) { GEMM_AMX_LOAD(2, c10, ldc * 4); }
+                if (two_i && two_j) { GEMM_AMX_LOAD(3, c10 + 16, ldc * 4); }
+            } else {
+                GEMM_AMX_ZERO(0);
+                GEMM_AMX_ZERO(1);
+                GEMM_AMX_ZERO(2);
+                GEMM_AMX_ZERO(3);
+            }
+            for (int p = 0; p < kp; p += 16) {
+                GEMM_AMX_LOAD(4, a + i0 * lda + p, lda * 4);
+                GEMM_AMX_LOAD(6, b + p * ldb + j0, ldb * 4);
+                GEMM_AMX_DP(0, 4, 6);
+                if (two_j) {
+                    GEMM_AMX_LOAD(7, b + p * ldb + j0 + 16, ldb * 4);
+                    GEMM_AMX_DP(1, 4, 7);
+                }
+                if (two_i) {
+                    GEMM_AMX_LOAD(5, a + (i0 + 16) * lda + p, lda * 4);
+                    GEMM_AMX_DP(2, 5, 6);
+                    if (two_j) { GEMM_AMX_DP(3, 5, 7); }
+                }
+            }
+            GEMM_AMX_STORE(0, c00, ldc * 4);
+            if (two_j) { GEMM_AMX_STORE(1, c00 + 16, ldc * 4); }
+            if (two_i) { GEMM_AMX_STORE(2, c10, ldc * 4); }
+            if (two_i && two_j) { GEMM_AMX_STORE(3, c10 + 16, ldc * 4); }
+        }
+    }
+}
+#else
+static void attn_amx_product(float *c, ptrdiff_t ldc, const uint32_t *a, ptrdiff_t lda, const uint32_t *b,
+                             ptrdiff_t ldb, int m, int n, int kp, int accumulate) {
+    (void)c, (void)ldc, (void)a, (void)lda, (void)b, (void)ldb, (void)m, (void)n, (void)kp, (void)accumulate;
+    die("attention: AMX tiles are not in this build");  // unreachable: attn_current_arith never picks them
+}
+#endif
+
 // An operand of a product at word i: of the fp32 floats, or of the bf16 pair words.
 static inline const void *attn_words(int bf16, const float *fp32, const uint32_t *pairs, ptrdiff_t i) {
     return bf16 ? (const void *)(pairs + i) : (const void *)(fp32 + i);
@@ -305,6 +394,19 @@ static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, pt
     for (int d = 0; d < rows; d++) {
         for (int r = nr; r < ldd; r++) { dst[d * ldd + r] = 0.0f; }
     }
+}
+
+// AMX's A side of the products over pairs of positions: dst[d*ldd + p] = pair (src[2p][d],
+// src[2p+1][d]) for d < nc, p < (nr+1)/2 (nr positions, rows lds apart; an odd last one pairs
+// with 0), then zero words to whole tiles: pairs up to attn_round16((nr+1)/2), rows up to
+// attn_round16(nc). Packed as pairs of rows (attn_pack_row_pairs), then transposed as words.
+static void attn_pack_pairs_transposed(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+    const int np = (nr + 1) / 2;
+    union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } words;
+    attn_pack_row_pairs(words.u, nc, src, lds, nr, nc);
+    attn_transpose((float *)dst, ldd, words.f, nc, nc, np, 1.0f, ATTN_COPY);
+    attn_zero_words(dst, ldd, 0, nc, np, attn_round16(np));
+    attn_zero_words(dst, ldd, nc, attn_round16(nc), 0, attn_round16(np));
 }
 
 // dst[r*ldd + d] = src[r*lds + d] for r < nr, d < nc: rows of qkv (3C apart) or dout (C apart)

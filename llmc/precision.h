@@ -6,8 +6,8 @@ precision_set(p) is called from serial code before the first product (matmul_set
 nothing is decided lazily later, so no kernel decides it from inside a parallel region.
 
 bf16 paths, each CPU's fastest where present, in this order:
-    amx         Intel AMX TDPBF16PS tiles (Xeon 4th generation and later) for the GEMM; the
-                GEMV and attention run vdpbf16ps (every AMX CPU has AVX512_BF16)
+    amx         Intel AMX TDPBF16PS tiles (Xeon 4th generation and later) for the GEMM and
+                attention; the GEMV runs vdpbf16ps (every AMX CPU has AVX512_BF16)
     avx512bf16  vdpbf16ps (AVX512_BF16: AMD Zen 4/5, Intel Cooper Lake and AMX CPUs)
     emulated    fp32 FMAs over bf16-rounded operands: the same bits as vdpbf16ps (gemm_kernel_bf16.h)
 The environment variable LLMC_BF16_PATH=amx|avx512bf16|emulated forces one (an error if this
@@ -99,5 +99,6 @@ static int precision_is_bf16(void) { return precision_of_run == PRECISION_BF16; 
 static Bf16Path precision_bf16_path(void) { return precision_bf16_path_of_run; }
 
 // The GEMV's and attention's bf16 dot products: vdpbf16ps (1) or fp32 FMAs on the pairs (0).
-// They have no AMX kernel: on the AMX path they run vdpbf16ps.
+// The GEMV has no AMX kernel: on the AMX path it runs vdpbf16ps (attention runs AMX tiles there,
+// attention_kernel.h, and its one-query form for the key/value cache vdpbf16ps's order).
 static int precision_bf16_dot_native(void) { return precision_dot_native_of_run; }

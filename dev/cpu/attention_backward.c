@@ -32,6 +32,9 @@ given the bf16 forward's out and lse):
      LLMC_BF16_EMULATE=1)
   3  llmc/attention.h, vdpbf16ps: skipped where the build or the CPU lacks AVX512_BF16 or
      with LLMC_BF16_EMULATE=1; must give version 2's bits
+  4  llmc/attention.h, AMX tiles (TDPBF16PS, the amx path's attention): skipped where the build
+     or the CPU lacks AMX (a -DGEMM_AMX_EMULATE build runs it on a C model of the tiles); its
+     sums are not version 2's bits and are checked against version 1 only
   dqkv may differ from version 1 by rounding flips of P and dS, each element within the
   slack that version 1 computes for it (attention_harness.h). FLOPs counted as in fp32.
 
@@ -319,24 +322,25 @@ static void attention_backward3(float *dqkv, const float *dout, const float *out
 typedef void (*backward_fn)(float *dqkv, const float *dout, const float *out, const float *lse,
                             const float *qkv, int B, int T, int C, int NH);
 
-// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up.
+// path: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up.
 // overwrites: the version writes dqkv whatever it held (llmc/attention.h, so that the model
 // needs no zeroing pass); the others add to it.
-typedef struct { backward_fn fn; const char *name; int emulated, overwrites; } version;
+typedef struct { backward_fn fn; const char *name; Bf16Path path; int overwrites; } version;
 
 static const version versions_fp32[] = {
-    {NULL, NULL, 0, 0},
-    {attention_backward1, "simple (reference)", 0, 0},
-    {attention_backward2, "materialized (T,T), sgemm", 0, 0},
-    {attention_backward3, "blocks, Q and dout in place", 0, 0},
-    {attention_backward, "llmc/attention.h", 0, 1},
+    {NULL, NULL, BF16_PATH_EMULATED, 0},
+    {attention_backward1, "simple (reference)", BF16_PATH_EMULATED, 0},
+    {attention_backward2, "materialized (T,T), sgemm", BF16_PATH_EMULATED, 0},
+    {attention_backward3, "blocks, Q and dout in place", BF16_PATH_EMULATED, 0},
+    {attention_backward, "llmc/attention.h", BF16_PATH_EMULATED, 1},
 };
-// bf16: the reference, then the kernel on each of its paths, which must give the same bits
+// bf16: the reference, then the kernel on each of its paths (emulated and vdpbf16ps: the same bits)
 static const version versions_bf16[] = {
-    {NULL, NULL, 0, 0},
-    {attention_backward1_bf16, "simple bf16 (reference)", 0, 0},
-    {attention_backward, "llmc/attention.h, emulated", 1, 1},
-    {attention_backward, "llmc/attention.h, vdpbf16ps", 0, 1},
+    {NULL, NULL, BF16_PATH_EMULATED, 0},
+    {attention_backward1_bf16, "simple bf16 (reference)", BF16_PATH_EMULATED, 0},
+    {attention_backward, "llmc/attention.h, emulated", BF16_PATH_EMULATED, 1},
+    {attention_backward, "llmc/attention.h, vdpbf16ps", BF16_PATH_AVX512BF16, 1},
+    {attention_backward, "llmc/attention.h, AMX tiles", BF16_PATH_AMX, 1},
 };
 
 // The dq, dk and dv parts of a (B*T, 3C) gradient against the reference, each relative to its
@@ -406,7 +410,7 @@ int main(int argc, char **argv) {
             materialize_probs(saved_att, qkv, B, T, C, NH);
         }
         for (int v = 1; v <= opt.n_versions; v++) {
-            if (!attn_version_runs(&opt, v, versions[v].name, versions[v].emulated)) { continue; }
+            if (!attn_version_runs(&opt, v, versions[v].name, versions[v].path)) { continue; }
             memset(dqkv, 0, n_qkv * sizeof(float));
             struct run r = {versions[v].fn, dqkv, dout, out, lse, qkv, B, T, C, NH};
             call_version(&r);
@@ -419,7 +423,7 @@ int main(int argc, char **argv) {
             r.dqkv = dqkv2;
             call_version(&r);
             const int same = memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0;
-            if (attn_is_vdpbf16ps(&opt, v, versions[v].emulated)) {
+            if (attn_is_vdpbf16ps(&opt, v, versions[v].path)) {
                 memset(dqkv2, 0, n_qkv * sizeof(float));
                 attn_call_emulated(call_version, &r);
                 ok &= attn_paths_agree(memcmp(dqkv, dqkv2, n_qkv * sizeof(float)) == 0);

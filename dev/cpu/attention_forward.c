@@ -23,6 +23,9 @@ bf16 versions (--precision bf16: the kernel's arithmetic under matmul_set_precis
      LLMC_BF16_EMULATE=1)
   3  llmc/attention.h, vdpbf16ps: skipped where the build or the CPU lacks AVX512_BF16 or
      with LLMC_BF16_EMULATE=1; must give version 2's bits
+  4  llmc/attention.h, AMX tiles (TDPBF16PS, the amx path's attention): skipped where the build
+     or the CPU lacks AMX (a -DGEMM_AMX_EMULATE build runs it on a C model of the tiles); its
+     sums are not version 2's bits and are checked against version 1 only
   out may differ from version 1 by rounding flips of P, each element within the slack that
   version 1 computes for it (attention_harness.h); lse within 1e-5 as in fp32.
 
@@ -262,22 +265,23 @@ static void attention_forward3(float *out, float *lse, const float *qkv, int B, 
 
 typedef void (*forward_fn)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
 
-// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up
-typedef struct { forward_fn fn; const char *name; int emulated; } version;
+// path: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up
+typedef struct { forward_fn fn; const char *name; Bf16Path path; } version;
 
 static const version versions_fp32[] = {
-    {NULL, NULL, 0},
-    {attention_forward1, "simple (reference)", 0},
-    {attention_forward2, "materialized (T,T), sgemm", 0},
-    {attention_forward3, "tiles of W queries", 0},
-    {attention_forward, "llmc/attention.h", 0},
+    {NULL, NULL, BF16_PATH_EMULATED},
+    {attention_forward1, "simple (reference)", BF16_PATH_EMULATED},
+    {attention_forward2, "materialized (T,T), sgemm", BF16_PATH_EMULATED},
+    {attention_forward3, "tiles of W queries", BF16_PATH_EMULATED},
+    {attention_forward, "llmc/attention.h", BF16_PATH_EMULATED},
 };
-// bf16: the reference, then the kernel on each of its paths, which must give the same bits
+// bf16: the reference, then the kernel on each of its paths (emulated and vdpbf16ps: the same bits)
 static const version versions_bf16[] = {
-    {NULL, NULL, 0},
-    {attention_forward1_bf16, "simple bf16 (reference)", 0},
-    {attention_forward, "llmc/attention.h, emulated", 1},
-    {attention_forward, "llmc/attention.h, vdpbf16ps", 0},
+    {NULL, NULL, BF16_PATH_EMULATED},
+    {attention_forward1_bf16, "simple bf16 (reference)", BF16_PATH_EMULATED},
+    {attention_forward, "llmc/attention.h, emulated", BF16_PATH_EMULATED},
+    {attention_forward, "llmc/attention.h, vdpbf16ps", BF16_PATH_AVX512BF16},
+    {attention_forward, "llmc/attention.h, AMX tiles", BF16_PATH_AMX},
 };
 
 struct run {
@@ -321,7 +325,7 @@ int main(int argc, char **argv) {
             attention_forward1(ref_out, ref_lse, qkv, B, T, C, NH);
         }
         for (int v = 1; v <= opt.n_versions; v++) {
-            if (!attn_version_runs(&opt, v, versions[v].name, versions[v].emulated)) { continue; }
+            if (!attn_version_runs(&opt, v, versions[v].name, versions[v].path)) { continue; }
             struct run r = {versions[v].fn, out, lse, qkv, B, T, C, NH};
             fill_random(out, n_out, 104);  // garbage in: every output must be written
             fill_random(lse, n_lse, 105);
@@ -340,7 +344,7 @@ int main(int argc, char **argv) {
             struct run r2 = {versions[v].fn, out2, lse2, qkv, B, T, C, NH};
             call_version(&r2);
             int same = memcmp(out, out2, n_out * sizeof(float)) == 0 && memcmp(lse, lse2, n_lse * sizeof(float)) == 0;
-            if (attn_is_vdpbf16ps(&opt, v, versions[v].emulated)) {
+            if (attn_is_vdpbf16ps(&opt, v, versions[v].path)) {
                 attn_call_emulated(call_version, &r2);
                 ok &= attn_paths_agree(memcmp(out, out2, n_out * sizeof(float)) == 0 &&
                                        memcmp(lse, lse2, n_lse * sizeof(float)) == 0);

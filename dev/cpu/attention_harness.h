@@ -89,16 +89,23 @@ static void attn_materialize_head(float *att, float *head_lse, const float *qkv,
 // ----------------------------------------------------------------------------
 // bf16
 
-// The llmc kernel's bf16 paths as versions: 1 forces fp32 FMAs on the pairs (what LLMC_BF16_EMULATE=1
-// asks for), 0 vdpbf16ps. Returns 0 (with the reason in *why) when the path cannot run here.
-static int attn_bf16_select_path(int emulated, const char **why) {
-    if (!emulated) {
+// The llmc kernel's bf16 paths as versions: BF16_PATH_EMULATED forces fp32 FMAs on the pairs (what
+// LLMC_BF16_EMULATE=1 asks for), BF16_PATH_AVX512BF16 vdpbf16ps, BF16_PATH_AMX AMX tiles. Returns 0
+// (with the reason in *why) when the path cannot run here.
+static int attn_bf16_select_path(Bf16Path path, const char **why) {
+    if (path == BF16_PATH_AVX512BF16) {
         if (!ATTN_HAVE_BF16_NATIVE) { *why = "not built for it (needs AVX512_BF16 and 16-lane vectors)"; return 0; }
         if (!gemm_bf16_native_available()) { *why = "this CPU has no AVX512_BF16"; return 0; }
-        if (gemm_bf16_emulate_requested()) { *why = "LLMC_BF16_EMULATE=1"; return 0; }
     }
-    gemm_bf16_force_emulated(emulated);
-    if (attn_current_arith() != (emulated ? ATTN_BF16_EMULATED : ATTN_BF16_NATIVE)) { die("bf16 path not selected"); }
+    if (path == BF16_PATH_AMX) {
+        if (!ATTN_HAVE_AMX) { *why = "not built for it (needs GCC 10+ on x86-64 and 8- or 16-lane vectors)"; return 0; }
+        if (!gemm_amx_available()) { *why = "this CPU (or Linux) gives no AMX tiles"; return 0; }
+    }
+    if (path != BF16_PATH_EMULATED && gemm_bf16_emulate_requested()) { *why = "LLMC_BF16_EMULATE=1"; return 0; }
+    if (!precision_force_bf16_path(path)) { die("bf16 path %s not available", bf16_path_name(path)); }
+    const attn_arith want = path == BF16_PATH_AMX ? ATTN_BF16_AMX : path == BF16_PATH_AVX512BF16 ? ATTN_BF16_NATIVE
+                                                                                            : ATTN_BF16_EMULATED;
+    if (attn_current_arith() != want) { die("bf16 path not selected"); }
     return 1;
 }
 
@@ -194,29 +201,29 @@ static float *attn_random_qkv(size_t s) {
 
 // Whether version v runs: all do unless one was asked for, and in bf16 the kernel's versions
 // only on a path this build and CPU have (else its line says why it is skipped).
-// emulated: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up.
-static int attn_version_runs(const attn_options *o, int v, const char *name, int emulated) {
+// path: in bf16, the kernel's path (attn_bf16_select_path) for versions 2 and up.
+static int attn_version_runs(const attn_options *o, int v, const char *name, Bf16Path path) {
     if (o->version && v != o->version) { return 0; }
-    const char *why;
-    if (o->precision == PRECISION_BF16 && v >= 2 && !attn_bf16_select_path(emulated, &why)) {
+    const char *why = "";
+    if (o->precision == PRECISION_BF16 && v >= 2 && !attn_bf16_select_path(path, &why)) {
         printf("  %d %-28s skipped: %s\n", v, name, why);
         return 0;
     }
     return 1;
 }
 
-// The kernel on vdpbf16ps must give the emulated path's bits: whether version v is that one,
-// attn_call_emulated to run it again (call(ctx)) on the emulated path, and attn_paths_agree
-// to say whether the bits were the same.
-static int attn_is_vdpbf16ps(const attn_options *o, int v, int emulated) {
-    return o->precision == PRECISION_BF16 && v >= 2 && !emulated;
+// The kernel on vdpbf16ps must give the emulated path's bits (AMX tiles sum otherwise, and are
+// checked against version 1 only): whether version v is that one, attn_call_emulated to run it
+// again (call(ctx)) on the emulated path, and attn_paths_agree to say whether the bits were the same.
+static int attn_is_vdpbf16ps(const attn_options *o, int v, Bf16Path path) {
+    return o->precision == PRECISION_BF16 && v >= 2 && path == BF16_PATH_AVX512BF16;
 }
 
 static void attn_call_emulated(void (*call)(void *), void *ctx) {
     const char *why;
-    attn_bf16_select_path(1, &why);
+    attn_bf16_select_path(BF16_PATH_EMULATED, &why);
     call(ctx);
-    attn_bf16_select_path(0, &why);
+    attn_bf16_select_path(BF16_PATH_AVX512BF16, &why);
 }
 
 static int attn_paths_agree(int same_bits) {

@@ -91,13 +91,27 @@ done
 # the arithmetic of an AVX-512 machine, checked on any machine. An AVX-512 target
 # (-march=x86-64-v4) must also compile warning-free.
 # (Emulated 16-lane vectors are slow, so that build checks the small configs only.)
+# The AMX path (the GEMM and attention on AMX tiles, LLMC_BF16_PATH=amx) runs on real tiles
+# where the CPU has them, else on gemm_kernel_amx.h's C model of them (-DGEMM_AMX_EMULATE), which
+# needs AVX512_BF16 for the packing; its sums are not the other paths' bits, so it is checked
+# against the bf16 references at their tolerances.
+# Each line: what | make's arguments | configs [| environment]
+amx_cflags="CFLAGS=-O3 -std=gnu11 -march=native -fopenmp"
+grep -q amx_bf16 /proc/cpuinfo || amx_cflags="$amx_cflags -DGEMM_AMX_EMULATE"
 BUILDS=(
     "portable|PORTABLE=1|odd d12 odd-bf16"
     "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WIDTH=16|odd tiny chunks odd-bf16"
+    "AMX path|$amx_cflags|odd-bf16 tiny-bf16 chunks-bf16|LLMC_BF16_PATH=amx"
 )
 for entry in "${BUILDS[@]}"; do
-    IFS='|' read -r what flags names <<< "$entry"
-    if [ "$quick" = 1 ]; then [ "$what" = portable ] || continue; names="odd odd-bf16"; fi
+    IFS='|' read -r what flags names environment <<< "$entry"
+    if [ "$quick" = 1 ]; then
+        case $what in portable) names="odd odd-bf16" ;; AMX*) names=odd-bf16 ;; *) continue ;; esac
+    fi
+    if [ -n "$environment" ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
+        pass "$what build skipped: this CPU has neither AMX nor AVX512_BF16 for the model of the tiles"
+        continue
+    fi
     rm -rf build/variant && mkdir -p build/variant && cp -r Makefile test_gpt2.c llmc build/variant/
     if ! out=$(make -s -C build/variant "$flags" test_gpt2 2>&1); then
         fail "$what build" "does not compile: $(printf '%s' "$out" | head -n 3 | tr '\n' ' ')"
@@ -105,7 +119,8 @@ for entry in "${BUILDS[@]}"; do
     fi
     for name in $names; do
         precision=fp32; [ "${name%-bf16}" != "$name" ] && precision=bf16
-        if out=$(build/variant/test_gpt2 -e data/ref/$name/model.bin -s data/ref/$name/state.bin \
+        # shellcheck disable=SC2086
+        if out=$(env $environment build/variant/test_gpt2 -e data/ref/$name/model.bin -s data/ref/$name/state.bin \
                  -l data/ref/$name/losses.txt -a data/ref/$name/activations.bin --precision $precision 2>&1); then
             pass "$what build matches PyTorch: $name"
         else
@@ -129,7 +144,7 @@ rm -rf build/variant
 #   [| bf16 (checked with --precision bf16 against odd-bf16) | environment]
 MUTANTS=(
     "llmc/layernorm.h|s/#define LAYERNORM_EPS 1e-5f/#define LAYERNORM_EPS 1e-6f/|h.0.ln1_rstd|LayerNorm eps 1e-6 instead of 1e-5"
-    "llmc/attention.h|s/attn_iota() + (q0 + v \* ATTN_VW) < j;/attn_iota() + (q0 + v * ATTN_VW) < j - 1;/|h.0.att_lse|causal mask off by one: each query also sees the next key"
+    "llmc/attention.h|s/vint masked = attn_iota() + q < j;/vint masked = attn_iota() + q < j - 1;/|h.0.att_lse|causal mask off by one: each query also sees the next key"
     "llmc/attention.h|0,\\#const float scale = 1.0f / sqrtf((float)(C / NH));#s##const float scale = 1.0f / (float)(C / NH);#|h.0.att_lse|attention scaled by 1/hs instead of 1/sqrt(hs)"
     "llmc/gelu.h|s/#define GELU_CUBIC 0.044715f/#define GELU_CUBIC 0.04715f/|h.0.fch_gelu|GELU with 0.04715 instead of 0.044715, a digit dropped (the fc matmul's epilogue and the backward)"
     "llmc/layernorm.h|s/s \* (g - g_mean - n \* gn_mean)/s * (g - n * gn_mean)/|h.1.dresidual3|LayerNorm backward without the mean term (first seen in the final LayerNorm's input gradient)"
@@ -158,6 +173,15 @@ MUTANTS=(
     "llmc/attention_kernel.h|s/attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0})/(has_hi ? attn_bf16_pairs(vec_load(hi + c), vec_load(lo + c)) : attn_bf16_pairs(vec_load(lo + c), (vfloat){0}))/;s/dst\[p \* ldd + c\] = gemm_bf16_pair(lo\[c\], has_hi ? hi\[c\] : 0.0f);/dst[p * ldd + c] = has_hi ? gemm_bf16_pair(hi[c], lo[c]) : gemm_bf16_pair(lo[c], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_row_pairs (first seen in dQ)|bf16"
     "llmc/attention_kernel.h|s/dst\[r \* ldd + p\] = gemm_bf16_pair(s\[2 \* p\], 2 \* p + 1 < nc ? s\[2 \* p + 1\] : 0.0f);/dst[r * ldd + p] = 2 * p + 1 < nc ? gemm_bf16_pair(s[2 * p + 1], s[2 * p]) : gemm_bf16_pair(s[2 * p], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_col_pairs (first seen in dQ)|bf16"
     "llmc/attention_kernel.h|s/attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);/attn_pack_row_pairs(words.u, rows, src, lds, nr, nc);/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T paired along the positions instead of the channels|bf16"
+    # bf16 attention on AMX tiles (built as the "AMX path" build above): the forward's mask one
+    # key late; the backward's P unmasked on the diagonal; dQ added to what dqkv held; a block
+    # product's second row of tiles fed the first's A; V^T's, dout^T's and Q^T's last channel
+    # left out of the pairs of positions
+    "llmc/attention.h|s/\*s = attn_fwd_mask(\*s, j0 + j, q0 + v \* ATTN_VW);/*s = attn_fwd_mask(*s, j0 + j + 1, q0 + v * ATTN_VW);/|h.0.att_lse|AMX attention: causal mask off by one|bf16|LLMC_BF16_PATH=amx"
+    "llmc/attention.h|s/\*p = attn_bwd_p(\*p, scale, row_lse\[i\], diag ? i - c : ATTN_BLK);/*p = attn_bwd_p(*p, scale, row_lse[i], ATTN_BLK);/|h.1.dqkv|AMX attention backward: P not masked on the diagonal|bf16|LLMC_BF16_PATH=amx"
+    "llmc/attention.h|s/for (int d = 0; d < hs; d++) { dst\[d\] = 0.0f + add\[d\] \* scale; }/for (int d = 0; d < hs; d++) { dst[d] += add[d] * scale; }/|h.0.dqkv|AMX attention backward adding dQ to what dqkv held instead of to zero|bf16|LLMC_BF16_PATH=amx"
+    "llmc/attention_kernel.h|s/GEMM_AMX_LOAD(5, a + (i0 + 16) \* lda + p, lda \* 4);/GEMM_AMX_LOAD(5, a + i0 * lda + p, lda * 4);/|h.0.att_lse|AMX attention: rows 16-31 of a block product multiplied from rows 0-15's A tile|bf16|LLMC_BF16_PATH=amx"
+    "llmc/attention_kernel.h|s/attn_transpose((float \*)dst, ldd, words.f, nc, nc, np, 1.0f, ATTN_COPY);/attn_transpose((float *)dst, ldd, words.f, nc, nc - 1, np, 1.0f, ATTN_COPY);/|h.0.atty|AMX attention: the last channel left out of V^T's pairs of keys|bf16|LLMC_BF16_PATH=amx"
 )
 mkdir -p build
 rm -rf build/mutant
@@ -170,11 +194,17 @@ for entry in "${MUTANTS[@]}"; do
     mkdir -p "$dir"
     cp -r Makefile test_gpt2.c llmc "$dir/"
     sed -i "$expr" "$dir/$file"
-    cmp -s "$file" "$dir/$file" || build_start "$dir" make -s -C "$dir" test_gpt2
+    make_args=()
+    case $environment in *LLMC_BF16_PATH=amx*) make_args=("$amx_cflags") ;; esac
+    cmp -s "$file" "$dir/$file" || build_start "$dir" make -s -C "$dir" "${make_args[@]}" test_gpt2
 done
 for i in "${!selected[@]}"; do
     IFS='|' read -r file expr expected what precision environment <<< "${selected[$i]}"
     dir=build/mutant/$i
+    if [ "$environment" = LLMC_BF16_PATH=amx ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
+        pass "mutant skipped (this CPU has neither AMX nor AVX512_BF16 for the model of the tiles): $what"
+        continue
+    fi
     if cmp -s "$file" "$dir/$file"; then
         fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"
         continue
