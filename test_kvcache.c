@@ -18,7 +18,8 @@ gemv.h's bf16 GEMV), the reference is the batched forward with the bf16 GEMM. Bo
 same weights with the same function and their inputs the same way, and a product of two bf16
 values is exact in fp32: only the order of the fp32 sums differs, as in fp32. Then the whole
 sequence runs again on the other bf16 path (vdpbf16ps, or the portable one: LLMC_BF16_EMULATE),
-whose logits must be bit-identical to the first run's (skipped where the CPU lacks AVX512_BF16);
+whose logits must be bit-identical to the first run's (skipped where the CPU lacks AVX512_BF16;
+where the first run was on AMX tiles, which sum in another order, vdpbf16ps's run stands in for it);
 on every CPU, the portable path's dot products must equal, bit for bit, a scalar model of the
 order in which vdpbf16ps adds (bf16_dot_model).
 */
@@ -74,8 +75,12 @@ static float bf16_dot_model(const uint16_t *w, const uint16_t *x, int Cp) {
 // bf16: the cached attention of each position against attention_forward's row for it, on
 // random q, k, v of T positions (several key blocks, scores spread enough that the running
 // maximum grows from block to block): the same rounded operands, the same online softmax over
-// the same key blocks, the same order of every sum, so the same bits.
+// the same key blocks, the same order of every sum, so the same bits. That is vdpbf16ps's order
+// (and the emulated path's): on the amx path attention_forward sums on AMX tiles, so the
+// comparison runs on vdpbf16ps there.
 static int check_bf16_attention(const GPT2Config *cfg, uint64_t seed) {
+    const Bf16Path path = precision_bf16_path();
+    if (path == BF16_PATH_AMX && !precision_force_bf16_path(BF16_PATH_AVX512BF16)) { die("AMX without AVX512_BF16"); }
     const int C = cfg->channels, NH = cfg->num_heads, hs = C / NH;
     const int T = cfg->max_seq_len < 3 * ATTN_BK - 7 ? cfg->max_seq_len : 3 * ATTN_BK - 7;
     float *qkv = malloc_or_die((size_t)T * 3 * C * sizeof(float), "qkv");
@@ -105,6 +110,7 @@ static int check_bf16_attention(const GPT2Config *cfg, uint64_t seed) {
     free(vcache);
     free(cached);
     free(scores);
+    precision_force_bf16_path(path);
     return differ == 0;
 }
 
@@ -265,12 +271,24 @@ int main(int argc, char **argv) {
     if (precision == PRECISION_BF16) {
         ok = check_bf16_matmuls(&model, &cache, seed) && ok;
         ok = check_bf16_attention(&config, seed) && ok;
-        // the other bf16 path over the same sequence: the same bits at every position
-        const char *first = matmul_precision_path();
+        // vdpbf16ps and the portable path add in the same order: over the same sequence the other
+        // of the two must give the same bits at every position. AMX tiles add otherwise: where they
+        // ran first, the sequence runs again on vdpbf16ps, then on the portable path.
+        char first[160];
+        snprintf(first, sizeof(first), "%s", matmul_precision_path());
         if (!gemm_bf16_native_available()) {
             printf("bf16 paths: this CPU has no AVX512_BF16, only the portable path ran (%s)\n", first);
         } else {
-            gemm_bf16_force_emulated(gemm_bf16_uses_native());
+            const Bf16Path ran = precision_bf16_path();
+            if (ran == BF16_PATH_AMX) {
+                precision_force_bf16_path(BF16_PATH_AVX512BF16);
+                snprintf(first, sizeof(first), "%s", matmul_precision_path());
+                gpt2_cache_reset(&cache);
+                for (int i = 1; i <= n; i++) {
+                    memcpy(all_cached + (size_t)(i - 1) * Vp, gpt2_cache_logits(&model, &cache, tokens, i), (size_t)Vp * sizeof(float));
+                }
+            }
+            precision_force_bf16_path(ran == BF16_PATH_EMULATED ? BF16_PATH_AVX512BF16 : BF16_PATH_EMULATED);
             gpt2_cache_reset(&cache);
             long differ = 0;
             int first_differ = -1;

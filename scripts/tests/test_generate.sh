@@ -42,6 +42,25 @@ for variant in "portable|PORTABLE=1" "AVX-512 shapes forced|CFLAGS=-O3 -DVEC_WID
     fi
 done
 
+# The AMX path (LLMC_BF16_PATH=amx: the batched forward's GEMM and attention on AMX tiles, which
+# sum in their own order), on real tiles where the CPU has them, else on the C model of them
+# (-DGEMM_AMX_EMULATE, which needs AVX512_BF16): cached logits within the bf16 tolerance of the
+# batched forward's, and vdpbf16ps and the portable path still bit-identical.
+if grep -q avx512_bf16 /proc/cpuinfo; then
+    amx_cflags="CFLAGS=-O3 -std=gnu11 -march=native -fopenmp"
+    grep -q amx_bf16 /proc/cpuinfo || amx_cflags="$amx_cflags -DGEMM_AMX_EMULATE"
+    dir=$tmp/variant
+    rm -rf "$dir" && mkdir -p "$dir" && cp -r Makefile test_kvcache.c llmc "$dir/"
+    if out=$(make -s -C "$dir" "$amx_cflags" test_kvcache 2>&1) &&
+       out=$(LLMC_BF16_PATH=amx "$dir/test_kvcache" $SMALL -n 150 -w 64 --precision bf16 2>&1); then
+        pass "bf16 on the AMX path: cached logits = full forward's, the other two paths bit-identical"
+    else
+        fail "bf16 on the AMX path" "$(printf '%s' "$out" | grep -v '^OK' | tail -n 2 | tr '\n' ' ')"
+    fi
+else
+    pass "bf16 on the AMX path skipped: this CPU has neither AMX nor AVX512_BF16 for the model of the tiles"
+fi
+
 # --- mutants: a copy of the sources with one deliberate bug each must fail.
 # file | sed expression | program and its arguments | what
 # (The pair-order mutant needs rows of 5 or more 32-value chunks: with 4 or fewer, each of the
