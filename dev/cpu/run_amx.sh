@@ -12,8 +12,11 @@
 #               and the side-by-side table of ours (AMX) against oneDNN on the 27 products
 #   train.txt   train_gpt2 (fp32; bf16 on each path) and torch_step.py (eager and compiled, fp32 and
 #               bf16 autocast) at B=4 T=64 and T=1024, ms per step (medians)
+#   attention.txt  (part attention only) the attention harnesses in bf16 (version 3 vdpbf16ps,
+#               4 AMX tiles; they need OpenBLAS for version 2), and train_gpt2 --profile 1 at B=4
+#               T=1024 on the amx path, ours and BASELINE's in turn, each kernel's ms per step
 #
-#   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all]      (default all)
+#   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all|attention]      (default all)
 # STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024;
 # TS (default "64 1024") the sequence lengths timed (TS=64 fits checks and train in one 10-minute call);
 # PATHS (default "fp32 amx avx512bf16 emulated") our runs at each T, TORCH_MODES (default "bf16 fp32
@@ -69,13 +72,24 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
             # AMX packs with gemm_pack_a_amx, whose mutants test_gemm.sh has)
             sed -n '/^MUTANTS=(/,/^)/p' scripts/tests/test_gpt2.sh | grep '^ *"' | grep '|bf16' |
                 grep -v -e 'A operand left unrounded (emulated path)' -e 'pair order swapped in the A packing' > build/bf16_mutants.txt
+            # each mutant in its own copy, all built at once (the host has 16 cores), then run in turn
+            n=0
             while IFS= read -r line; do
                 line="${line#"${line%%[![:space:]]*}"}"  # the array line's indentation off
                 eval "entry=$line"
-                IFS='|' read -r file expr expected mwhat _ _ <<< "$entry"
-                dir=build/mutant_amx; rm -rf $dir; mkdir -p $dir; cp -r Makefile test_gpt2.c llmc $dir/
+                IFS='|' read -r file expr _ _ _ _ <<< "$entry"
+                dir=build/mutant_amx/$n; n=$((n + 1)); mkdir -p $dir; cp -r Makefile test_gpt2.c llmc $dir/
                 sed -i "$expr" "$dir/$file"
-                if cmp -s "$file" "$dir/$file" || ! make -s -C $dir test_gpt2 >/dev/null 2>&1; then echo "FAIL mutant $mwhat: no longer applies or builds"; status=1; continue; fi
+                ( make -s -C $dir test_gpt2 >/dev/null 2>&1; echo $? > $dir/rc ) &
+            done < build/bf16_mutants.txt
+            wait
+            n=0
+            while IFS= read -r line; do
+                line="${line#"${line%%[![:space:]]*}"}"
+                eval "entry=$line"
+                IFS='|' read -r file expr expected mwhat _ _ <<< "$entry"
+                dir=build/mutant_amx/$n; n=$((n + 1))
+                if cmp -s "$file" "$dir/$file" || [ "$(cat $dir/rc)" != 0 ]; then echo "FAIL mutant $mwhat: no longer applies or builds"; status=1; continue; fi
                 d=data/ref/odd-bf16
                 r=$(LLMC_BF16_PATH=amx $dir/test_gpt2 -e $d/model.bin -s $d/state.bin -l $d/losses.txt -a $d/activations.bin --precision bf16 2>&1)
                 rc=$?
@@ -162,5 +176,26 @@ if [ "$what" = all ] || [ "$what" = train ]; then
             fi
         done
     } 2>&1 | tee "$out/train.txt"
+fi
+if [ "$what" = attention ]; then
+    {
+        for h in attention_forward attention_backward; do
+            echo "== $h --precision bf16, 2 threads"
+            if gcc $flags -Idev/cpu dev/cpu/$h.c -o build/$h -lm -lopenblas >build/$h.log 2>&1; then
+                $pin ./build/$h --precision bf16 || status=1
+            else
+                echo "(not built: $(head -n 2 build/$h.log | tr '\n' ' '))"
+            fi
+        done
+        base=${BASELINE:-baseline}
+        [ -f "$base/train_gpt2.c" ] && make -s -C "$base" train_gpt2 >/dev/null 2>&1 || base=""
+        for round in 1 2; do
+            for bin in ./train_gpt2 ${base:+$base/train_gpt2}; do
+                echo "== $bin --profile 1, B=4 T=1024, bf16 amx, round $round"
+                LLMC_BF16_PATH=amx $pin $bin -e d12 -b 4 -t 1024 -x "$STEPS1024" -v 0 -s 0 --shuffle 0 --precision bf16 \
+                    --profile 1 2>&1 | grep -E '^step|^  (kernel|matmul|attention|adamw|grad norm|layernorm|gelu)' | tail -n 9
+            done
+        done
+    } 2>&1 | tee "$out/attention.txt"
 fi
 exit $status
