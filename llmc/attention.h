@@ -7,8 +7,10 @@ position t is qkv[(b*T + t)*3C + h*hs], its key is C further, its value 2C.
 
 The (T, T) attention matrix is never stored. The forward pass keeps only the
 log-sum-exp of each softmax row, lse (B, NH, T); the backward pass recomputes
-the probabilities from it: p = exp(q.k * scale - lse). Memory stays O(B*T*C),
-and nothing is allocated: each thread works in fixed-size tiles on its stack.
+the probabilities from it: p = exp(q.k * scale - lse). Memory stays O(B*T*C):
+each thread works in fixed-size tiles on its stack, and in bf16 the backward
+packs a head's queries and dout once into a buffer of its own (O(T*hs) words a
+thread, allocated by the first backward).
 
 How the work is laid out (the simple, obviously correct version of both
 kernels is version 1 in dev/cpu/attention_forward.c and attention_backward.c,
@@ -31,7 +33,9 @@ which also time every step against it and against a (T,T)-materializing one):
   takes groups i and n-1-i together, so that all tasks cost the same under the
   causal mask. Small problems get smaller groups, so that there are enough tasks.
 - Backward: a task is one head, walked key block by key block (outer) and query
-  block by query block (inner, only blocks at or below the diagonal). dK and dV
+  block by query block (inner, only blocks at or below the diagonal); in bf16 the
+  query side (Q and dout as pairs) is packed for all of the head's query blocks
+  first, since each query block meets every key block up to its own. dK and dV
   of the key block stay in stack tiles for the whole inner loop; dQ of the query
   block is added into dqkv after each pair of blocks. With one head per task no
   two threads ever write the same element: no atomics, and the result does not
@@ -57,7 +61,7 @@ dS are computed for the whole diagonal block and masked to 0 there, so the produ
 edge. The tiles' sums are not vdpbf16ps's bits: that path is checked at the bf16 tolerances.
 
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
-beyond them). Stack per thread: about 210 KB forward and 410 KB backward (GCC 12's
+beyond them). Stack per thread: about 210 KB forward and 360 KB backward (GCC 12's
 -fstack-usage, AVX2 or AVX-512); a thread's default stack is 2-8 MB.
 
 Vector width: ATTN_VW = VEC_WIDTH (vecmath.h: 16 floats with AVX-512, 8 with AVX,
@@ -425,44 +429,102 @@ struct attn_bwd_operands {
         float kp[ATTN_BLK * ATTN_MAX_HS];
         uint32_t kp2[ATTN_BLK / 2 * ATTN_MAX_HS];
     } __attribute__((aligned(64)));
-    // Q and dout of the query block, rows packed hs apart: the products read them many times, and
-    // their rows 3C and C apart in memory would fall into few cache sets and many pages.
-    // bf16: pairs of channels (qb2[i*hsp + p]) for P and dP, pairs of queries (qbt2[p*hs + d])
-    // for dK and dV
-    union { float qb[ATTN_BLK * ATTN_MAX_HS]; uint32_t qb2[ATTN_BLK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64)));
-    union { float gob[ATTN_BLK * ATTN_MAX_HS]; uint32_t gob2[ATTN_BLK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64)));
-    uint32_t qbt2[ATTN_BLK / 2 * ATTN_MAX_HS] __attribute__((aligned(64)));
-    uint32_t gobt2[ATTN_BLK / 2 * ATTN_MAX_HS] __attribute__((aligned(64)));
+    // fp32: Q and dout of the query block, rows packed hs apart: the products read them many
+    // times, and their rows 3C and C apart in memory would fall into few cache sets and many
+    // pages (bf16 packs them once per head: struct attn_bwd_queries)
+    float qb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
+    float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
     // bf16: P and dS of a key vector pair, as rows of query pairs (for dV and dK); rows of dS as
-    // pairs of keys (for dQ). AMX: P and dS of the whole block (pb2[p*BLK + j]), all rows of dS,
-    // and qbt2, gobt2 as Q^T and dout^T with pairs of queries along their rows (qbt2[d*BLK/2 + p])
+    // pairs of keys (for dQ). AMX: P and dS of the whole block (pb2[p*BLK + j]), all rows of dS
     uint32_t pb2[ATTN_BLK / 2 * ATTN_BLK] __attribute__((aligned(64)));
     uint32_t dsb2[ATTN_BLK / 2 * ATTN_BLK] __attribute__((aligned(64)));
     uint32_t dsr2[ATTN_BLK * ATTN_BLK / 2] __attribute__((aligned(64)));
     float dqb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));  // AMX: dS K of the query block (BLK x hs_pad)
 };
 
+// bf16: the query side of the products, packed once per head rather than once per (key block,
+// query block) pair (each query block meets every key block up to its own: 8.5 times on average
+// at T=1024): for each query block, Q and dout as pairs of channels (q2, go2: rows ld words
+// apart, blk words a block) for P and dP, and as pairs of queries (qt2, got2: blk_t words a
+// block) for dK and dV: rows of query pairs (qt2[p*hs + d]) for vdpbf16ps, or on AMX with the
+// pairs along each channel's row (qt2[d*BLK/2 + p]) and every block padded with zero words to
+// whole tiles. In a buffer per thread (attn_bwd_workspace).
+struct attn_bwd_queries {
+    uint32_t *q2, *go2, *qt2, *got2;
+    ptrdiff_t ld, blk, blk_t;
+};
+
+#define ATTN_MAX_THREADS 256
+static uint32_t *attn_bwd_ws[ATTN_MAX_THREADS];
+static size_t attn_bwd_ws_words;  // of each thread's buffer
+
+// Words of struct attn_bwd_queries for T positions of head size hs.
+static size_t attn_bwd_queries_words(int T, int hs, int amx) {
+    const int hsp = (hs + 1) / 2, ld = amx ? attn_round16(hsp) : hsp;
+    const size_t blk = (size_t)ATTN_BLK * ld, blk_t = (size_t)(amx ? attn_round16(hs) : hs) * (ATTN_BLK / 2);
+    return (size_t)((T + ATTN_BLK - 1) / ATTN_BLK) * 2 * (blk + blk_t);
+}
+
+// Makes sure threads 0..nth-1 have buffers of at least `words`: from serial code, grown as T
+// and hs need (the first backward of a run allocates them).
+static void attn_bwd_workspace(int nth, size_t words) {
+    if (nth > ATTN_MAX_THREADS) { die("attention: %d threads, at most %d supported", nth, ATTN_MAX_THREADS); }
+    if (words > attn_bwd_ws_words) {
+        for (int t = 0; t < ATTN_MAX_THREADS; t++) { free(attn_bwd_ws[t]); attn_bwd_ws[t] = NULL; }
+        attn_bwd_ws_words = words;
+    }
+    for (int t = 0; t < nth; t++) {
+        if (attn_bwd_ws[t] == NULL) { attn_bwd_ws[t] = aligned_alloc_or_die(attn_bwd_ws_words * sizeof(uint32_t), "attention workspace"); }
+    }
+}
+
+// Packs the query side of head (q: its first query, rows C3 apart; go: its first dout row, C apart) into ws.
+static struct attn_bwd_queries attn_bwd_pack_queries(uint32_t *ws, const float *q, const float *go, int T, int C,
+                                                     int hs, int amx) {
+    const int hsp = (hs + 1) / 2;
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    struct attn_bwd_queries Q;
+    Q.ld = amx ? attn_round16(hsp) : hsp;
+    Q.blk = (ptrdiff_t)ATTN_BLK * Q.ld;
+    Q.blk_t = (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BLK / 2);
+    const int n_blocks = (T + ATTN_BLK - 1) / ATTN_BLK;
+    Q.q2 = ws, Q.go2 = ws + n_blocks * Q.blk;
+    Q.qt2 = Q.go2 + n_blocks * Q.blk, Q.got2 = Q.qt2 + n_blocks * Q.blk_t;
+    for (int i = 0; i < n_blocks; i++) {
+        const int q0 = i * ATTN_BLK, nq = attn_min(ATTN_BLK, T - q0), nq16 = attn_round16(nq);
+        uint32_t *q2 = Q.q2 + i * Q.blk, *go2 = Q.go2 + i * Q.blk, *qt2 = Q.qt2 + i * Q.blk_t, *got2 = Q.got2 + i * Q.blk_t;
+        attn_pack_col_pairs(q2, Q.ld, q + q0 * C3, C3, nq, hs);
+        attn_pack_col_pairs(go2, Q.ld, go + q0 * C, C, nq, hs);
+        if (amx) {
+            attn_zero_words(q2, Q.ld, 0, nq, hsp, Q.ld);
+            attn_zero_words(q2, Q.ld, nq, nq16, 0, Q.ld);
+            attn_zero_words(go2, Q.ld, 0, nq, hsp, Q.ld);
+            attn_zero_words(go2, Q.ld, nq, nq16, 0, Q.ld);
+            attn_pack_pairs_transposed(qt2, ATTN_BLK / 2, q + q0 * C3, C3, nq, hs);
+            attn_pack_pairs_transposed(got2, ATTN_BLK / 2, go + q0 * C, C, nq, hs);
+        } else {
+            attn_pack_row_pairs(qt2, hs, q + q0 * C3, C3, nq, hs);
+            attn_pack_row_pairs(got2, hs, go + q0 * C, C, nq, hs);
+        }
+    }
+    return Q;
+}
+
 // AMX: the products of one (query block, key block) pair as block products on tiles, each
 // followed by its vector pass; the operands of the key block (kt2, vt2, kp2) are packed, padded
 // with zero words to whole tiles, and pb, dsb, dkt, dvt are attn_bwd_head's. P and dS are
 // computed for the whole block, 0 on the diagonal where the key comes after the query, so the
-// products to dV, dK and dQ need no ragged edge. q and go point at the block's first query and
-// dout (rows C3 and C apart), dq at its first dQ row; first: dQ's first key block (see attn_bwd_q).
-static void attn_bwd_block_amx(struct attn_bwd_operands *op, float *pb, float *dsb, float *dkt, float *dvt,
-                               float *dq, const float *q, const float *go, const float *row_lse, const float *row_D,
-                               int nq, int nk, int diag, int first, int hs, int C, float scale) {
-    const int hsp = (hs + 1) / 2, kp = attn_round16(hsp), hs_rows = attn_round16(hs);
+// products to dV, dK and dQ need no ragged edge. Q holds the query side (i: the query block),
+// dq points at the block's first dQ row; first: dQ's first key block (see attn_bwd_q).
+static void attn_bwd_block_amx(struct attn_bwd_operands *op, const struct attn_bwd_queries *Q, int i, float *pb,
+                               float *dsb, float *dkt, float *dvt, float *dq, const float *row_lse,
+                               const float *row_D, int nq, int nk, int diag, int first, int hs, int C, float scale) {
+    const int kp = (int)Q->ld, hs_rows = attn_round16(hs);
     const int hs_pad = (hs + ATTN_W - 1) / ATTN_W * ATTN_W, nq16 = attn_round16(nq);
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     // S = Q K^T into pb and dP = dout V^T into dsb, then P and dS in their place
-    attn_pack_col_pairs(op->qb2, kp, q, C3, nq, hs);
-    attn_pack_col_pairs(op->gob2, kp, go, C, nq, hs);
-    attn_zero_words(op->qb2, kp, 0, nq, hsp, kp);
-    attn_zero_words(op->qb2, kp, nq, nq16, 0, kp);
-    attn_zero_words(op->gob2, kp, 0, nq, hsp, kp);
-    attn_zero_words(op->gob2, kp, nq, nq16, 0, kp);
-    attn_amx_product(pb, ATTN_BLK, op->qb2, kp, op->kt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
-    attn_amx_product(dsb, ATTN_BLK, op->gob2, kp, op->vt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
+    attn_amx_product(pb, ATTN_BLK, Q->q2 + i * Q->blk, kp, op->kt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
+    attn_amx_product(dsb, ATTN_BLK, Q->go2 + i * Q->blk, kp, op->vt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
     for (int i = 0; i < nq; i++) {
         for (int c = 0; c < ATTN_BLK; c += ATTN_VW) {
             vfloat *p = (vfloat *)(pb + i * ATTN_BLK + c), *ds = (vfloat *)(dsb + i * ATTN_BLK + c);
@@ -476,10 +538,8 @@ static void attn_bwd_block_amx(struct attn_bwd_operands *op, float *pb, float *d
     attn_pack_row_pairs(op->dsb2, ATTN_BLK, dsb, ATTN_BLK, nq, ATTN_BLK);
     attn_zero_words(op->pb2, ATTN_BLK, np, kq, 0, ATTN_BLK);
     attn_zero_words(op->dsb2, ATTN_BLK, np, kq, 0, ATTN_BLK);
-    attn_pack_pairs_transposed(op->gobt2, ATTN_BLK / 2, go, C, nq, hs);
-    attn_pack_pairs_transposed(op->qbt2, ATTN_BLK / 2, q, C3, nq, hs);
-    attn_amx_product(dvt, ATTN_BLK, op->gobt2, ATTN_BLK / 2, op->pb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
-    attn_amx_product(dkt, ATTN_BLK, op->qbt2, ATTN_BLK / 2, op->dsb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
+    attn_amx_product(dvt, ATTN_BLK, Q->got2 + i * Q->blk_t, ATTN_BLK / 2, op->pb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
+    attn_amx_product(dkt, ATTN_BLK, Q->qt2 + i * Q->blk_t, ATTN_BLK / 2, op->dsb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
     // dQ = scale dS K over the key block's pairs of keys
     const int nkp = (nk + 1) / 2, kk = attn_round16(nkp);
     attn_pack_col_pairs(op->dsr2, ATTN_BLK / 2, dsb, ATTN_BLK, nq, nk);
@@ -518,6 +578,12 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
     float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
     for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
+    struct attn_bwd_queries Q = {0};
+#ifdef _OPENMP
+    if (bf16) { Q = attn_bwd_pack_queries(attn_bwd_ws[omp_get_thread_num()], q, go, T, C, hs, amx); }
+#else
+    if (bf16) { Q = attn_bwd_pack_queries(attn_bwd_ws[0], q, go, T, C, hs, amx); }
+#endif
     const int K_hs = bf16 ? hsp : hs;  // k's (or pairs) of the products over channels
     const ptrdiff_t ld_qb = bf16 ? hsp : hs;
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
@@ -547,15 +613,15 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
             const int nq = attn_min(ATTN_BLK, T - q0);
             const int diag = q0 == k0;
             if (amx) {
-                attn_bwd_block_amx(&op, pb, dsb, dkt, dvt, dq + q0 * C3, q + q0 * C3, go + q0 * C, head_lse + q0,
-                                   head_D + q0, nq, nk, diag, k0 == 0, hs, C, scale);
+                attn_bwd_block_amx(&op, &Q, q0 / ATTN_BLK, pb, dsb, dkt, dvt, dq + q0 * C3, head_lse + q0, head_D + q0,
+                                   nq, nk, diag, k0 == 0, hs, C, scale);
                 continue;
             }
+            // the query block's Q and dout: pairs of channels and of queries (bf16), or rows (fp32)
+            const uint32_t *qb2 = NULL, *gob2 = NULL, *qbt2 = NULL, *gobt2 = NULL;
             if (bf16) {
-                attn_pack_col_pairs(op.qb2, hsp, q + q0 * C3, C3, nq, hs);
-                attn_pack_col_pairs(op.gob2, hsp, go + q0 * C, C, nq, hs);
-                attn_pack_row_pairs(op.qbt2, hs, q + q0 * C3, C3, nq, hs);
-                attn_pack_row_pairs(op.gobt2, hs, go + q0 * C, C, nq, hs);
+                const int i = q0 / ATTN_BLK;
+                qb2 = Q.q2 + i * Q.blk, gob2 = Q.go2 + i * Q.blk, qbt2 = Q.qt2 + i * Q.blk_t, gobt2 = Q.got2 + i * Q.blk_t;
             } else {
                 attn_copy_rows(op.qb, hs, q + q0 * C3, C3, nq, hs);
                 attn_copy_rows(op.gob, hs, go + q0 * C, C, nq, hs);
@@ -568,8 +634,8 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                     const void *kt = attn_words(bf16, op.kt, op.kt2, c), *vt = attn_words(bf16, op.vt, op.vt2, c);
                     // mask_from: key column c+x comes after query row i0+r when x > (i0 - c) + r
                     ATTN_WITH_ROWS(rows, attn_bwd_probs, pb + i0 * ATTN_BLK + c, dsb + i0 * ATTN_BLK + c,
-                                   attn_words(bf16, op.qb, op.qb2, i0 * ld_qb), ld_qb,
-                                   attn_words(bf16, op.gob, op.gob2, i0 * ld_qb), ld_qb, kt, vt, K_hs, head_lse + q0 + i0, head_D + q0 + i0, scale,
+                                   attn_words(bf16, op.qb, qb2, i0 * ld_qb), ld_qb,
+                                   attn_words(bf16, op.gob, gob2, i0 * ld_qb), ld_qb, kt, vt, K_hs, head_lse + q0 + i0, head_D + q0 + i0, scale,
                                    diag ? i0 - c : ATTN_BLK, arith);
                 }
             }
@@ -590,9 +656,9 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                     const int rows = attn_min(ATTN_R, hs - d0);
                     ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c,
-                                   attn_words(bf16, op.gob, op.gobt2, from + d0), 1, hs, p_rows, K, ld_pds, arith);
+                                   attn_words(bf16, op.gob, gobt2, from + d0), 1, hs, p_rows, K, ld_pds, arith);
                     ATTN_WITH_ROWS(rows, attn_bwd_kv, dkt + d0 * ATTN_BLK + c,
-                                   attn_words(bf16, op.qb, op.qbt2, from + d0), 1, hs, ds_rows, K, ld_pds, arith);
+                                   attn_words(bf16, op.qb, qbt2, from + d0), 1, hs, ds_rows, K, ld_pds, arith);
                 }
             }
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
@@ -620,6 +686,13 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
     attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const attn_arith arith = attn_current_arith();
+    if (arith != ATTN_FP32) {
+#ifdef _OPENMP
+        attn_bwd_workspace(omp_get_max_threads(), attn_bwd_queries_words(T, C / NH, arith == ATTN_BF16_AMX));
+#else
+        attn_bwd_workspace(1, attn_bwd_queries_words(T, C / NH, arith == ATTN_BF16_AMX));
+#endif
+    }
     // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
