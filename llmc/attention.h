@@ -93,10 +93,6 @@ static void attn_check_shape(int T, int C, int NH) {
 // ----------------------------------------------------------------------------
 // forward
 
-// Scores of R keys (rows of S^T) against a tile's W queries, masked where the
-// key comes after the query, stored to st; mx collects the column maxima.
-// k points at the first key (rows ldk apart), qt at the tile's Q^T (K rows of W),
-// j0 and q0 are the positions of the first key and the first query.
 // s, the scores of key j against queries q .. q+VW-1, with -inf where the key comes after the query.
 VEC_INLINE vfloat attn_fwd_mask(vfloat s, int j, int q) {
     if (j <= q) { return s; }  // no query of this vector precedes key j
@@ -105,6 +101,10 @@ VEC_INLINE vfloat attn_fwd_mask(vfloat s, int j, int q) {
     return (vfloat)(((vint)s & ~masked) | ((vint)neg_inf & masked));
 }
 
+// Scores of R keys (rows of S^T) against a tile's W queries, masked where the
+// key comes after the query, stored to st; mx collects the column maxima.
+// k points at the first key (rows ldk apart), qt at the tile's Q^T (K rows of W),
+// j0 and q0 are the positions of the first key and the first query.
 VEC_INLINE void attn_fwd_scores(const int R, float *st, vfloat mx[2], const void *k, ptrdiff_t ldk,
                                  const void *qt, int K, int j0, int q0, attn_arith arith) {
     vfloat acc[ATTN_R][2] = {{{0}}};
@@ -208,9 +208,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
     for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
         const int nk_block = attn_min(ATTN_BK, kend - k0);
         if (amx) {  // zero words past the keys and channels, to whole tiles
-            attn_pack_col_pairs(kbu.kb2, kp, k + k0 * C3, C3, nk_block, hs);
-            attn_zero_words(kbu.kb2, kp, 0, nk_block, hsp, kp);
-            attn_zero_words(kbu.kb2, kp, nk_block, attn_round16(nk_block), 0, kp);
+            attn_pack_col_pairs_tiles(kbu.kb2, kp, k + k0 * C3, C3, nk_block, hs);
             attn_pack_pairs_transposed(vbu.vt2, ATTN_BK / 2, v + k0 * C3, C3, nk_block, hs);
         } else if (bf16) {
             attn_pack_col_pairs(kbu.kb2, hsp, k + k0 * C3, C3, nk_block, hs);
@@ -252,10 +250,13 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
                 }
             }
             for (int u = 0; u < 2; u++) { tile->l[u] = tile->l[u] * alpha[u] + sum[u]; }
-            if (bf16) { attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W); }  // P^T rounded here
+            if (amx) {  // P^T rounded here
+                attn_pack_row_pairs_tiles(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W);
+            } else if (bf16) {
+                attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W);
+            }
             if (amx) {  // O^T = alpha O^T, then + V^T P^T as one block product
                 const int np = (nk + 1) / 2;
-                attn_zero_words(pt2, ATTN_W, np, attn_round16(np), 0, ATTN_W);
                 for (int d = 0; d < hs_rows; d++) {
                     for (int u = 0; u < 2; u++) { *(vfloat *)(tile->ot + d * ATTN_W + u * ATTN_VW) *= alpha[u]; }
                 }
@@ -491,18 +492,16 @@ static struct attn_bwd_queries attn_bwd_pack_queries(uint32_t *ws, const float *
     Q.q2 = ws, Q.go2 = ws + n_blocks * Q.blk;
     Q.qt2 = Q.go2 + n_blocks * Q.blk, Q.got2 = Q.qt2 + n_blocks * Q.blk_t;
     for (int i = 0; i < n_blocks; i++) {
-        const int q0 = i * ATTN_BLK, nq = attn_min(ATTN_BLK, T - q0), nq16 = attn_round16(nq);
+        const int q0 = i * ATTN_BLK, nq = attn_min(ATTN_BLK, T - q0);
         uint32_t *q2 = Q.q2 + i * Q.blk, *go2 = Q.go2 + i * Q.blk, *qt2 = Q.qt2 + i * Q.blk_t, *got2 = Q.got2 + i * Q.blk_t;
-        attn_pack_col_pairs(q2, Q.ld, q + q0 * C3, C3, nq, hs);
-        attn_pack_col_pairs(go2, Q.ld, go + q0 * C, C, nq, hs);
         if (amx) {
-            attn_zero_words(q2, Q.ld, 0, nq, hsp, Q.ld);
-            attn_zero_words(q2, Q.ld, nq, nq16, 0, Q.ld);
-            attn_zero_words(go2, Q.ld, 0, nq, hsp, Q.ld);
-            attn_zero_words(go2, Q.ld, nq, nq16, 0, Q.ld);
+            attn_pack_col_pairs_tiles(q2, Q.ld, q + q0 * C3, C3, nq, hs);
+            attn_pack_col_pairs_tiles(go2, Q.ld, go + q0 * C, C, nq, hs);
             attn_pack_pairs_transposed(qt2, ATTN_BLK / 2, q + q0 * C3, C3, nq, hs);
             attn_pack_pairs_transposed(got2, ATTN_BLK / 2, go + q0 * C, C, nq, hs);
         } else {
+            attn_pack_col_pairs(q2, Q.ld, q + q0 * C3, C3, nq, hs);
+            attn_pack_col_pairs(go2, Q.ld, go + q0 * C, C, nq, hs);
             attn_pack_row_pairs(qt2, hs, q + q0 * C3, C3, nq, hs);
             attn_pack_row_pairs(got2, hs, go + q0 * C, C, nq, hs);
         }
@@ -533,18 +532,14 @@ static void attn_bwd_block_amx(struct attn_bwd_operands *op, const struct attn_b
         }
     }
     // dV^T += dout^T P and dK^T += Q^T dS over the block's pairs of queries
-    const int np = (nq + 1) / 2, kq = attn_round16(np);
-    attn_pack_row_pairs(op->pb2, ATTN_BLK, pb, ATTN_BLK, nq, ATTN_BLK);
-    attn_pack_row_pairs(op->dsb2, ATTN_BLK, dsb, ATTN_BLK, nq, ATTN_BLK);
-    attn_zero_words(op->pb2, ATTN_BLK, np, kq, 0, ATTN_BLK);
-    attn_zero_words(op->dsb2, ATTN_BLK, np, kq, 0, ATTN_BLK);
+    const int kq = attn_round16((nq + 1) / 2);
+    attn_pack_row_pairs_tiles(op->pb2, ATTN_BLK, pb, ATTN_BLK, nq, ATTN_BLK);
+    attn_pack_row_pairs_tiles(op->dsb2, ATTN_BLK, dsb, ATTN_BLK, nq, ATTN_BLK);
     attn_amx_product(dvt, ATTN_BLK, Q->got2 + i * Q->blk_t, ATTN_BLK / 2, op->pb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
     attn_amx_product(dkt, ATTN_BLK, Q->qt2 + i * Q->blk_t, ATTN_BLK / 2, op->dsb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
     // dQ = scale dS K over the key block's pairs of keys
-    const int nkp = (nk + 1) / 2, kk = attn_round16(nkp);
-    attn_pack_col_pairs(op->dsr2, ATTN_BLK / 2, dsb, ATTN_BLK, nq, nk);
-    attn_zero_words(op->dsr2, ATTN_BLK / 2, 0, nq, nkp, kk);
-    attn_zero_words(op->dsr2, ATTN_BLK / 2, nq, nq16, 0, kk);
+    const int kk = attn_round16((nk + 1) / 2);
+    attn_pack_col_pairs_tiles(op->dsr2, ATTN_BLK / 2, dsb, ATTN_BLK, nq, nk);
     attn_amx_product(op->dqb, hs_pad, op->dsr2, ATTN_BLK / 2, op->kp2, hs_pad, nq16, hs_pad, kk, 0);
     for (int i = 0; i < nq; i++) {
         float *dst = dq + i * C3;

@@ -396,6 +396,20 @@ static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, pt
     }
 }
 
+// attn_pack_col_pairs for an AMX operand: then zero words to whole tiles, pairs up to ldd (a
+// multiple of 16) and rows up to attn_round16(nr).
+static void attn_pack_col_pairs_tiles(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+    attn_pack_col_pairs(dst, ldd, src, lds, nr, nc);
+    attn_zero_words(dst, ldd, 0, nr, (nc + 1) / 2, (int)ldd);
+    attn_zero_words(dst, ldd, nr, attn_round16(nr), 0, (int)ldd);
+}
+
+// attn_pack_row_pairs for an AMX operand: then rows of zero words up to attn_round16((nr+1)/2).
+static void attn_pack_row_pairs_tiles(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+    attn_pack_row_pairs(dst, ldd, src, lds, nr, nc);
+    attn_zero_words(dst, ldd, (nr + 1) / 2, attn_round16((nr + 1) / 2), 0, nc);
+}
+
 // AMX's A side of the products over pairs of positions: dst[d*ldd + p] = pair (src[2p][d],
 // src[2p+1][d]) for d < nc, p < (nr+1)/2 (nr positions, rows lds apart; an odd last one pairs
 // with 0), then zero words to whole tiles: pairs up to attn_round16((nr+1)/2), rows up to
