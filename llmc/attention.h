@@ -90,6 +90,41 @@ static void attn_check_shape(int T, int C, int NH) {
     if (T > ATTN_MAX_T) { die("attention: sequence length T = %d is over the supported %d", T, ATTN_MAX_T); }
 }
 
+// bf16 packs a head's operands once into a buffer per thread (the backward's query side, the
+// forward's keys and values where a task is a whole head), grown in serial code as T and hs
+// need (the first call of a run allocates it), like the GEMM's packing buffers.
+#define ATTN_MAX_THREADS 256
+static uint32_t *attn_ws[ATTN_MAX_THREADS];
+static size_t attn_ws_words;  // of each thread's buffer
+
+// Makes sure threads 0..nth-1 have buffers of at least `words`.
+static void attn_workspace(int nth, size_t words) {
+    if (nth > ATTN_MAX_THREADS) { die("attention: %d threads, at most %d supported", nth, ATTN_MAX_THREADS); }
+    if (words > attn_ws_words) {
+        for (int t = 0; t < ATTN_MAX_THREADS; t++) { free(attn_ws[t]); attn_ws[t] = NULL; }
+        attn_ws_words = words;
+    }
+    for (int t = 0; t < nth; t++) {
+        if (attn_ws[t] == NULL) { attn_ws[t] = aligned_alloc_or_die(attn_ws_words * sizeof(uint32_t), "attention workspace"); }
+    }
+}
+
+// This thread's buffer (inside the parallel region), and the thread count (outside it).
+static uint32_t *attn_thread_ws(void) {
+#ifdef _OPENMP
+    return attn_ws[omp_get_thread_num()];
+#else
+    return attn_ws[0];
+#endif
+}
+static int attn_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 // ----------------------------------------------------------------------------
 // forward
 
@@ -148,6 +183,43 @@ VEC_INLINE void attn_fwd_values(const int R, float *ot, const vfloat alpha[2], c
     }
 }
 
+// bf16, where a task is a whole head: its keys and values packed once for all its query groups
+// (each key block is met by every group from its own on: 4.5 times on average at T=1024 in
+// groups of 128 queries). Per block of BK keys: K as pairs of channels (k2: rows kp words apart,
+// blk_k words a block) and V as rows of key pairs (vdpbf16ps: v2[p*hs + d]) or as V^T with the
+// pairs of keys along its rows (AMX: v2[d*BK/2 + p]), blk_v words a block.
+struct attn_fwd_keys {
+    const uint32_t *k2, *v2;
+    ptrdiff_t blk_k, blk_v;
+};
+
+static size_t attn_fwd_keys_words(int T, int hs, int amx) {
+    const int hsp = (hs + 1) / 2, kp = amx ? attn_round16(hsp) : hsp;
+    const size_t blk_v = (size_t)(amx ? attn_round16(hs) : hs) * (ATTN_BK / 2);
+    return (size_t)((T + ATTN_BK - 1) / ATTN_BK) * ((size_t)ATTN_BK * kp + blk_v);
+}
+
+// Packs the keys and values of a head (k, v: its first key and value, rows C3 apart) into ws.
+static struct attn_fwd_keys attn_fwd_pack_keys(uint32_t *ws, const float *k, const float *v, int T, int C, int hs,
+                                               int amx) {
+    const int hsp = (hs + 1) / 2, kp = amx ? attn_round16(hsp) : hsp, n_blocks = (T + ATTN_BK - 1) / ATTN_BK;
+    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
+    struct attn_fwd_keys K = {ws, NULL, (ptrdiff_t)ATTN_BK * kp, (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BK / 2)};
+    uint32_t *k2 = ws, *v2 = ws + n_blocks * K.blk_k;
+    K.v2 = v2;
+    for (int i = 0; i < n_blocks; i++) {
+        const int k0 = i * ATTN_BK, nk = attn_min(ATTN_BK, T - k0);
+        if (amx) {
+            attn_pack_col_pairs_tiles(k2 + i * K.blk_k, kp, k + k0 * C3, C3, nk, hs);
+            attn_pack_pairs_transposed(v2 + i * K.blk_v, ATTN_BK / 2, v + k0 * C3, C3, nk, hs);
+        } else {
+            attn_pack_col_pairs(k2 + i * K.blk_k, kp, k + k0 * C3, C3, nk, hs);
+            attn_pack_row_pairs(v2 + i * K.blk_v, hs, v + k0 * C3, C3, nk, hs);
+        }
+    }
+    return K;
+}
+
 // The state of one query tile: queries q0 .. q0+nq-1 in the lanes of two vectors.
 struct attn_fwd_tile {
     int q0, nq;
@@ -167,8 +239,9 @@ struct attn_fwd_tile {
 // probabilities as they feed the product with V, before they are normalized: p = exp(score -
 // m), m the running maximum after the key block (as FlashAttention-2 does); the reference
 // computes the same running maxima from the blocks of ATTN_BK keys.
+// keys: the head's keys and values packed (bf16), or NULL: each block packed here.
 static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int h, int g0, int group_tiles,
-                           int T, int C, int NH, float scale, attn_arith arith) {
+                           int T, int C, int NH, float scale, attn_arith arith, const struct attn_fwd_keys *keys) {
     const int hs = C / NH, hsp = (hs + 1) / 2;  // channels, and their pairs
     const int bf16 = arith != ATTN_FP32, amx = arith == ATTN_BF16_AMX;
     const int kp = amx ? attn_round16(hsp) : hsp;    // pair words of a key's row (AMX: whole tiles)
@@ -207,7 +280,10 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
     const int kend = attn_min(g0 + n_tiles * ATTN_W, T);  // keys 0 .. kend-1 are seen by some query
     for (int k0 = 0; k0 < kend; k0 += ATTN_BK) {
         const int nk_block = attn_min(ATTN_BK, kend - k0);
-        if (amx) {  // zero words past the keys and channels, to whole tiles
+        const uint32_t *kb2 = kbu.kb2, *vb2 = amx ? vbu.vt2 : vbu.vb2;  // bf16: the block's K and V (or V^T)
+        if (keys != NULL) {
+            kb2 = keys->k2 + k0 / ATTN_BK * keys->blk_k, vb2 = keys->v2 + k0 / ATTN_BK * keys->blk_v;
+        } else if (amx) {  // zero words past the keys and channels, to whole tiles
             attn_pack_col_pairs_tiles(kbu.kb2, kp, k + k0 * C3, C3, nk_block, hs);
             attn_pack_pairs_transposed(vbu.vt2, ATTN_BK / 2, v + k0 * C3, C3, nk_block, hs);
         } else if (bf16) {
@@ -228,10 +304,10 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
             mx[0] = mx[1] = (vfloat){0} - INFINITY;
             if (amx) {
-                attn_fwd_scores_amx(st, mx, kbu.kb2, tile->qt2, kp, nk, k0, tile->q0);
+                attn_fwd_scores_amx(st, mx, kb2, tile->qt2, kp, nk, k0, tile->q0);
             } else {
                 for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
-                    const void *kj = attn_words(bf16, kbu.kb, kbu.kb2, j0 * (bf16 ? hsp : hs));
+                    const void *kj = attn_words(bf16, kbu.kb, kb2, j0 * (bf16 ? hsp : hs));
                     ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
                                    bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
                 }
@@ -260,12 +336,12 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
                 for (int d = 0; d < hs_rows; d++) {
                     for (int u = 0; u < 2; u++) { *(vfloat *)(tile->ot + d * ATTN_W + u * ATTN_VW) *= alpha[u]; }
                 }
-                attn_amx_product(tile->ot, ATTN_W, vbu.vt2, ATTN_BK / 2, pt2, ATTN_W, hs_rows, ATTN_W, attn_round16(np), 1);
+                attn_amx_product(tile->ot, ATTN_W, vb2, ATTN_BK / 2, pt2, ATTN_W, hs_rows, ATTN_W, attn_round16(np), 1);
                 continue;
             }
             const void *pt = attn_words(bf16, st, pt2, 0);
             for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
-                const void *vd = attn_words(bf16, vbu.vb, vbu.vb2, d0);
+                const void *vd = attn_words(bf16, vbu.vb, vb2, d0);
                 ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
                                vd, 1, hs, pt, bf16 ? (nk + 1) / 2 : nk, arith);
             }
@@ -294,12 +370,25 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
     // middle group of an odd count, a short last group). Groups are made smaller
     // while that leaves fewer than 8 tasks per thread; a tile's results are the
     // same bits whatever group computes it, and each output is written by one task.
-    const int n_tiles = (T + ATTN_W - 1) / ATTN_W;
-#ifdef _OPENMP
-    const int n_threads = omp_get_max_threads();
-#else
-    const int n_threads = 1;
-#endif
+    const int n_tiles = (T + ATTN_W - 1) / ATTN_W, n_threads = attn_max_threads();
+    const attn_arith arith = attn_current_arith();
+    // bf16 with enough heads to keep the threads evenly busy (every head costs the same): a
+    // task is a whole head, whose keys and values are packed once for all its groups
+    if (arith != ATTN_FP32 && (size_t)B * NH >= 8 * (size_t)n_threads) {
+        const int hs = C / NH, amx = arith == ATTN_BF16_AMX, n_groups = (T + ATTN_G * ATTN_W - 1) / (ATTN_G * ATTN_W);
+        attn_workspace(n_threads, attn_fwd_keys_words(T, hs, amx));
+        #pragma omp parallel for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                const float *k = qkv + (size_t)b * T * 3 * C + C + h * hs;
+                const struct attn_fwd_keys keys = attn_fwd_pack_keys(attn_thread_ws(), k, k + C, T, C, hs, amx);
+                for (int g = 0; g < n_groups; g++) {
+                    attn_fwd_group(out, lse, qkv, b, h, g * ATTN_G * ATTN_W, ATTN_G, T, C, NH, scale, arith, &keys);
+                }
+            }
+        }
+        return;
+    }
     int group_tiles = ATTN_G;
     while (group_tiles > 1 &&
            (size_t)B * NH * (((n_tiles + group_tiles - 1) / group_tiles + 1) / 2) < 8 * (size_t)n_threads) {
@@ -308,14 +397,13 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
     const int group = group_tiles * ATTN_W;
     const int n_groups = (T + group - 1) / group;
     const int n_pairs = (n_groups + 1) / 2;
-    const attn_arith arith = attn_current_arith();
     #pragma omp parallel for collapse(3) schedule(dynamic)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int p = 0; p < n_pairs; p++) {
-                attn_fwd_group(out, lse, qkv, b, h, p * group, group_tiles, T, C, NH, scale, arith);
+                attn_fwd_group(out, lse, qkv, b, h, p * group, group_tiles, T, C, NH, scale, arith, NULL);
                 if (n_groups - 1 - p != p) {
-                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, group_tiles, T, C, NH, scale, arith);
+                    attn_fwd_group(out, lse, qkv, b, h, (n_groups - 1 - p) * group, group_tiles, T, C, NH, scale, arith, NULL);
                 }
             }
         }
@@ -449,34 +537,17 @@ struct attn_bwd_operands {
 // apart, blk words a block) for P and dP, and as pairs of queries (qt2, got2: blk_t words a
 // block) for dK and dV: rows of query pairs (qt2[p*hs + d]) for vdpbf16ps, or on AMX with the
 // pairs along each channel's row (qt2[d*BLK/2 + p]) and every block padded with zero words to
-// whole tiles. In a buffer per thread (attn_bwd_workspace).
+// whole tiles. In this thread's buffer (attn_workspace).
 struct attn_bwd_queries {
     uint32_t *q2, *go2, *qt2, *got2;
     ptrdiff_t ld, blk, blk_t;
 };
-
-#define ATTN_MAX_THREADS 256
-static uint32_t *attn_bwd_ws[ATTN_MAX_THREADS];
-static size_t attn_bwd_ws_words;  // of each thread's buffer
 
 // Words of struct attn_bwd_queries for T positions of head size hs.
 static size_t attn_bwd_queries_words(int T, int hs, int amx) {
     const int hsp = (hs + 1) / 2, ld = amx ? attn_round16(hsp) : hsp;
     const size_t blk = (size_t)ATTN_BLK * ld, blk_t = (size_t)(amx ? attn_round16(hs) : hs) * (ATTN_BLK / 2);
     return (size_t)((T + ATTN_BLK - 1) / ATTN_BLK) * 2 * (blk + blk_t);
-}
-
-// Makes sure threads 0..nth-1 have buffers of at least `words`: from serial code, grown as T
-// and hs need (the first backward of a run allocates them).
-static void attn_bwd_workspace(int nth, size_t words) {
-    if (nth > ATTN_MAX_THREADS) { die("attention: %d threads, at most %d supported", nth, ATTN_MAX_THREADS); }
-    if (words > attn_bwd_ws_words) {
-        for (int t = 0; t < ATTN_MAX_THREADS; t++) { free(attn_bwd_ws[t]); attn_bwd_ws[t] = NULL; }
-        attn_bwd_ws_words = words;
-    }
-    for (int t = 0; t < nth; t++) {
-        if (attn_bwd_ws[t] == NULL) { attn_bwd_ws[t] = aligned_alloc_or_die(attn_bwd_ws_words * sizeof(uint32_t), "attention workspace"); }
-    }
 }
 
 // Packs the query side of head (q: its first query, rows C3 apart; go: its first dout row, C apart) into ws.
@@ -574,11 +645,7 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
     for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
     struct attn_bwd_queries Q = {0};
-#ifdef _OPENMP
-    if (bf16) { Q = attn_bwd_pack_queries(attn_bwd_ws[omp_get_thread_num()], q, go, T, C, hs, amx); }
-#else
-    if (bf16) { Q = attn_bwd_pack_queries(attn_bwd_ws[0], q, go, T, C, hs, amx); }
-#endif
+    if (bf16) { Q = attn_bwd_pack_queries(attn_thread_ws(), q, go, T, C, hs, amx); }
     const int K_hs = bf16 ? hsp : hs;  // k's (or pairs) of the products over channels
     const ptrdiff_t ld_qb = bf16 ? hsp : hs;
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
@@ -681,13 +748,7 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
     attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const attn_arith arith = attn_current_arith();
-    if (arith != ATTN_FP32) {
-#ifdef _OPENMP
-        attn_bwd_workspace(omp_get_max_threads(), attn_bwd_queries_words(T, C / NH, arith == ATTN_BF16_AMX));
-#else
-        attn_bwd_workspace(1, attn_bwd_queries_words(T, C / NH, arith == ATTN_BF16_AMX));
-#endif
-    }
+    if (arith != ATTN_FP32) { attn_workspace(attn_max_threads(), attn_bwd_queries_words(T, C / NH, arith == ATTN_BF16_AMX)); }
     // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
