@@ -32,6 +32,8 @@ which also time every step against it and against a (T,T)-materializing one):
   of up to G tiles (128 queries) shares each packed key and value block; a task
   takes groups i and n-1-i together, so that all tasks cost the same under the
   causal mask. Small problems get smaller groups, so that there are enough tasks.
+  In bf16 with at least 8 heads per thread, a task is a whole head instead, whose
+  keys and values are packed once for all its groups (every head costs the same).
 - Backward: a task is one head, walked key block by key block (outer) and query
   block by query block (inner, only blocks at or below the diagonal); in bf16 the
   query side (Q and dout as pairs) is packed for all of the head's query blocks
