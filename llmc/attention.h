@@ -195,20 +195,26 @@ struct attn_fwd_keys {
     ptrdiff_t blk_k, blk_v;
 };
 
-static size_t attn_fwd_keys_words(int T, int hs, int amx) {
+// The layout of struct attn_fwd_keys for head size hs (no buffer yet), and its words for T positions.
+static struct attn_fwd_keys attn_fwd_keys_layout(int hs, int amx) {
     const int hsp = (hs + 1) / 2, kp = amx ? attn_round16(hsp) : hsp;
-    const size_t blk_v = (size_t)(amx ? attn_round16(hs) : hs) * (ATTN_BK / 2);
-    return (size_t)((T + ATTN_BK - 1) / ATTN_BK) * ((size_t)ATTN_BK * kp + blk_v);
+    const struct attn_fwd_keys K = {NULL, NULL, (ptrdiff_t)ATTN_BK * kp, (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BK / 2)};
+    return K;
+}
+static size_t attn_fwd_keys_words(int T, int hs, int amx) {
+    const struct attn_fwd_keys K = attn_fwd_keys_layout(hs, amx);
+    return (size_t)((T + ATTN_BK - 1) / ATTN_BK) * (size_t)(K.blk_k + K.blk_v);
 }
 
 // Packs the keys and values of a head (k, v: its first key and value, rows C3 apart) into ws.
 static struct attn_fwd_keys attn_fwd_pack_keys(uint32_t *ws, const float *k, const float *v, int T, int C, int hs,
                                                int amx) {
-    const int hsp = (hs + 1) / 2, kp = amx ? attn_round16(hsp) : hsp, n_blocks = (T + ATTN_BK - 1) / ATTN_BK;
+    const int n_blocks = (T + ATTN_BK - 1) / ATTN_BK;
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
-    struct attn_fwd_keys K = {ws, NULL, (ptrdiff_t)ATTN_BK * kp, (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BK / 2)};
+    struct attn_fwd_keys K = attn_fwd_keys_layout(hs, amx);
+    const int kp = (int)(K.blk_k / ATTN_BK);  // words of a key's row
     uint32_t *k2 = ws, *v2 = ws + n_blocks * K.blk_k;
-    K.v2 = v2;
+    K.k2 = k2, K.v2 = v2;
     for (int i = 0; i < n_blocks; i++) {
         const int k0 = i * ATTN_BK, nk = attn_min(ATTN_BK, T - k0);
         if (amx) {
@@ -545,22 +551,23 @@ struct attn_bwd_queries {
     ptrdiff_t ld, blk, blk_t;
 };
 
-// Words of struct attn_bwd_queries for T positions of head size hs.
-static size_t attn_bwd_queries_words(int T, int hs, int amx) {
+// The layout of struct attn_bwd_queries for head size hs (no buffer yet), and its words for T positions.
+static struct attn_bwd_queries attn_bwd_queries_layout(int hs, int amx) {
     const int hsp = (hs + 1) / 2, ld = amx ? attn_round16(hsp) : hsp;
-    const size_t blk = (size_t)ATTN_BLK * ld, blk_t = (size_t)(amx ? attn_round16(hs) : hs) * (ATTN_BLK / 2);
-    return (size_t)((T + ATTN_BLK - 1) / ATTN_BLK) * 2 * (blk + blk_t);
+    const struct attn_bwd_queries Q = {NULL, NULL, NULL, NULL, ld, (ptrdiff_t)ATTN_BLK * ld,
+                                       (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BLK / 2)};
+    return Q;
+}
+static size_t attn_bwd_queries_words(int T, int hs, int amx) {
+    const struct attn_bwd_queries Q = attn_bwd_queries_layout(hs, amx);
+    return (size_t)((T + ATTN_BLK - 1) / ATTN_BLK) * 2 * (size_t)(Q.blk + Q.blk_t);
 }
 
 // Packs the query side of head (q: its first query, rows C3 apart; go: its first dout row, C apart) into ws.
 static struct attn_bwd_queries attn_bwd_pack_queries(uint32_t *ws, const float *q, const float *go, int T, int C,
                                                      int hs, int amx) {
-    const int hsp = (hs + 1) / 2;
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
-    struct attn_bwd_queries Q;
-    Q.ld = amx ? attn_round16(hsp) : hsp;
-    Q.blk = (ptrdiff_t)ATTN_BLK * Q.ld;
-    Q.blk_t = (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BLK / 2);
+    struct attn_bwd_queries Q = attn_bwd_queries_layout(hs, amx);
     const int n_blocks = (T + ATTN_BLK - 1) / ATTN_BLK;
     Q.q2 = ws, Q.go2 = ws + n_blocks * Q.blk;
     Q.qt2 = Q.go2 + n_blocks * Q.blk, Q.got2 = Q.qt2 + n_blocks * Q.blk_t;
