@@ -532,36 +532,52 @@ static int gemm_max_threads(void) {
 // Allocates the packing buffers of all OpenMP threads now rather than in the first gemm call.
 static void gemm_init(void) { gemm_buffers(gemm_max_threads()); }
 
+// The epilogue of the tile at (row, col) of C: its cin (C itself after the first k block, else
+// the caller's addend) and, in the last k block, the caller's bias, GELU and pre.
+static gemm_tile_epilogue gemm_tile_ep(const gemm_epilogue *ep, float *c, ptrdiff_t ldc, size_t row, size_t col,
+                                       int first, int last) {
+    gemm_tile_epilogue tep = {0};
+    if (!first) {
+        tep.cin = c + row * ldc + col;
+        tep.ldcin = ldc;
+    } else if (ep != NULL && ep->addend != NULL) {
+        tep.cin = ep->addend + row * ep->ld_addend + col;
+        tep.ldcin = ep->ld_addend;
+    }
+    if (last && ep != NULL) {
+        tep.bias = ep->bias != NULL ? ep->bias + col : NULL;
+        tep.gelu = ep->gelu;
+        if (ep->gelu && ep->pre != NULL) {
+            tep.pre = ep->pre + row * ep->ld_pre + col;
+            tep.ldpre = ep->ld_pre;
+        }
+    }
+    return tep;
+}
+
 // The two innermost loops: C block (mc x nc) at (ic, jc) of C from the packed A and B blocks.
 // first/last: this is the first/last k block. ep is the caller's epilogue (or NULL).
 // ku is in packed units of kernel g (gemm_panel_words gives the words per panel row).
+// Each tile's epilogue names the next tile's C, cin and pre (gemm_tile_epilogue's next_*).
 static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, const float *abuf,
                               const float *bbuf, float *c, ptrdiff_t ldc, int ic, int jc, int first,
                               int last, const gemm_epilogue *ep, gemm_prefetch *pf) {
     const int kw = gemm_panel_words(g, ku);
+    gemm_tile_epilogue next = gemm_tile_ep(ep, c, ldc, (size_t)ic, (size_t)jc, first, last);
     for (int jr = 0; jr < nc; jr += g->nr) {
         const int nr = gemm_min(g->nr, nc - jr);
         const float *bpanel = bbuf + (size_t)jr * kw;
         for (int ir = 0; ir < mc; ir += g->mr) {
             const int mr = gemm_min(g->mr, mc - ir);
             const float *apanel = abuf + (size_t)ir * kw;
-            const size_t row = (size_t)(ic + ir), col = (size_t)(jc + jr);
-            float *ctile = c + row * ldc + col;
-            gemm_tile_epilogue tep = {0};
-            if (!first) {
-                tep.cin = ctile;
-                tep.ldcin = ldc;
-            } else if (ep != NULL && ep->addend != NULL) {
-                tep.cin = ep->addend + row * ep->ld_addend + col;
-                tep.ldcin = ep->ld_addend;
-            }
-            if (last && ep != NULL) {
-                tep.bias = ep->bias != NULL ? ep->bias + col : NULL;
-                tep.gelu = ep->gelu;
-                if (ep->gelu && ep->pre != NULL) {
-                    tep.pre = ep->pre + row * ep->ld_pre + col;
-                    tep.ldpre = ep->ld_pre;
-                }
+            float *ctile = c + (size_t)(ic + ir) * ldc + (size_t)(jc + jr);
+            gemm_tile_epilogue tep = next;
+            const int next_ir = ir + mr < mc ? ir + mr : 0, next_jr = ir + mr < mc ? jr : jr + nr;
+            if (next_jr < nc) {
+                next = gemm_tile_ep(ep, c, ldc, (size_t)(ic + next_ir), (size_t)(jc + next_jr), first, last);
+                tep.next_c = c + (size_t)(ic + next_ir) * ldc + (size_t)(jc + next_jr);
+                tep.next_cin = next.cin != tep.next_c ? next.cin : NULL;
+                tep.next_pre = next.pre;
             }
             g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, &tep, pf);
         }

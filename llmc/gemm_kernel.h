@@ -51,6 +51,10 @@ typedef struct {
     float *pre;        // with gelu: where the value before GELU goes, or NULL
     ptrdiff_t ldpre;
     int gelu;          // 1: C gets gelu(value)
+    // The tile the block's next call writes, or NULL after its last: its C, and its cin and pre
+    // where it has them and they are not its C (the same ldc, ldcin, ldpre). For a kernel whose
+    // call is too short to fetch its own tile in time (AMX) to fetch the next one ahead.
+    const float *next_c, *next_cin, *next_pre;
 } gemm_tile_epilogue;
 
 // A micro-kernel reads and writes its tile of C (reads cin: C itself or the caller's addend;
