@@ -100,6 +100,24 @@ inside a parallel region (where two teams' thread 0 would share one): call it fr
 
 #define GEMM_MAX_THREADS 256
 
+// Where a thread's time goes, for dev/cpu/gemm_phases.c: a build that defines GEMM_PHASE_TIMING
+// before including this file counts each thread's time stamp counter ticks in packing B, packing
+// A, the tiles, the shared-A barrier and the whole call (gemm_phase_ticks, added up over calls);
+// in every other build GEMM_PHASE(phase, statement) is the statement alone.
+#ifdef GEMM_PHASE_TIMING
+#include <x86intrin.h>
+enum { GEMM_PHASE_PACK_B, GEMM_PHASE_PACK_A, GEMM_PHASE_TILES, GEMM_PHASE_WAIT, GEMM_PHASE_CALL, GEMM_PHASES };
+static double gemm_phase_ticks[GEMM_MAX_THREADS][GEMM_PHASES];
+#define GEMM_PHASE(phase, statement)                                                  \
+    do {                                                                              \
+        const unsigned long long start_ = __rdtsc();                                  \
+        statement;                                                                    \
+        gemm_phase_ticks[omp_get_thread_num()][phase] += (double)(__rdtsc() - start_); \
+    } while (0)
+#else
+#define GEMM_PHASE(phase, statement) statement
+#endif
+
 typedef struct {
     const float *addend;  // (M, N) added to the product, or NULL; may be c itself (with
     ptrdiff_t ld_addend;  //   ld_addend = ldc) to accumulate: C += A.B
@@ -627,9 +645,9 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
             const int ku = gemm_min(ku_max, Ku - pu);
             const int pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);  // the block's k's of A and B
             if (b16 != NULL) {
-                g->pack_b16(kc, nc, b16 + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+                GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b16(kc, nc, b16 + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
             } else {
-                g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf);
+                GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
             }
             // the k block after this one (or the first of the next column block): its source
             int next_jc = jc, next_pu = pu + ku;
@@ -642,7 +660,7 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                 if (apacked != NULL) {
                     abuf = apacked + (size_t)arows * gemm_panel_words(g, pu) + (size_t)(ic - m0) * gemm_panel_words(g, ku);
                 } else {
-                    g->pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf);
+                    GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
                 }
                 // while this block runs: fetch the next A block's source, and after the last A
                 // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
@@ -663,7 +681,8 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                     }
                 }
                 gemm_prefetch_arm(&pf, (long)((nc + g->nr - 1) / g->nr) * ((mc + g->mr - 1) / g->mr));
-                gemm_macro_kernel(g, mc, nc, ku, abuf, bbuf, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf);
+                GEMM_PHASE(GEMM_PHASE_TILES,
+                           gemm_macro_kernel(g, mc, nc, ku, abuf, bbuf, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf));
             }
             pu += ku;
         } while (pu < Ku);
@@ -704,6 +723,11 @@ static int gemm_share_a(const gemm_kernel *g, int tn, int M, int K) {
     return tn > 1 && rows * gemm_panel_words(g, gemm_k_units(g, K)) <= GEMM_SHARED_A_WORDS;
 }
 
+// The team's barrier, as a call (GEMM_PHASE times it).
+static void gemm_barrier(void) {
+    #pragma omp barrier
+}
+
 // Thread tid of a tm x tn grid over C (M, N): its rectangle. With share_a, it first packs its
 // part of its grid row's rows of A into gemm_shared_a (at row m0: the rows of a grid row are
 // whole panels, so each grid row's blocks lie apart), and waits there for the whole team.
@@ -720,8 +744,8 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
     const float *apacked = NULL;
     if (share_a) {
         float *group = gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K));
-        gemm_pack_a_all(g, tj, tn, m0, m1, K, a, rs_a, cs_a, group);
-        #pragma omp barrier
+        GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, tj, tn, m0, m1, K, a, rs_a, cs_a, group));
+        GEMM_PHASE(GEMM_PHASE_WAIT, gemm_barrier());
         apacked = group;
     }
     gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid], apacked);
@@ -750,10 +774,10 @@ static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff
 #ifdef _OPENMP
         // A team smaller than asked for (a thread limit) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
-            gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a, rs_a, cs_a, b, b16, rs_b,
-                        cs_b, c, ldc, ep);
+            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a,
+                                                    rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep));
         } else if (omp_get_thread_num() == 0) {
-            gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep);
+            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep));
         }
 #else
         gemm_thread(g, 0, tm, tn, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep);

@@ -1,0 +1,107 @@
+/*
+Where the GEMM's time goes on GPT-2 124M's 27 products (matmul_bench.h's first 9 shapes, each of
+a layer's three products), called as train_gpt2 calls them: matmul_forward and matmul_backward_ex,
+B from the bf16 copy of the weights in bf16. llmc/gemm.h, built here with GEMM_PHASE_TIMING,
+counts each thread's time stamp counter ticks in packing B, packing A (its own blocks, or its
+share of the shared A and the barrier after it), the tiles, and the whole call; this prints
+each as ms per call, the mean over the threads, beside the call's wall time (best of the calls),
+then the same summed over a layer's 12 products at T=64 and at T=1024 and over the LM head's 3.
+Packing plus tiles plus waiting falls short of the call by the loops' own overhead.
+
+    OMP_NUM_THREADS=2 ./gemm_phases [fp32]            # bf16 on the run's path by default
+    LLMC_BF16_PATH=amx OMP_NUM_THREADS=2 taskset -c 0,1 ./gemm_phases    # the lent Xeon's AMX
+
+On the lent Xeon (2026-11-27, dev/cpu/results/2026-11-27-xeon-amx/run11) the AMX tiles took
+80-85% of every group, at about 450 GFLOP/s a thread.
+*/
+#define GEMM_PHASE_TIMING
+#include "common.h"
+#include "llmc/adamw.h"
+#include "llmc/matmul.h"
+#include "matmul_bench.h"
+
+typedef struct {
+    int prod, BT, C, OC;
+    float *inp, *weight, *dout, *out, *dinp, *dweight;
+    uint16_t *weight16;  // NULL in fp32
+} product;
+
+static void run(void *p) {
+    const product *r = p;
+    if (r->prod == 0) { matmul_forward(r->out, r->inp, r->weight, r->weight16, NULL, r->BT, r->C, r->OC); }
+    if (r->prod == 1) {
+        matmul_backward_ex(r->dinp, NULL, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
+                           MATMUL_OVERWRITE_DINP);
+    }
+    if (r->prod == 2) {
+        matmul_backward_ex(NULL, r->dweight, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
+                           MATMUL_OVERWRITE_DWEIGHT);
+    }
+}
+
+// Time stamp counter ticks per ms, over 200 ms of wall time.
+static double ticks_per_ms(void) {
+    const double t0 = omp_get_wtime();
+    const unsigned long long c0 = __rdtsc();
+    while (omp_get_wtime() - t0 < 0.2) {}
+    return (double)(__rdtsc() - c0) / ((omp_get_wtime() - t0) * 1e3);
+}
+
+int main(int argc, char **argv) {
+    const int fp32 = argc > 1 && strcmp(argv[1], "fp32") == 0;
+    if (argc > 1 && !fp32) { die("usage: %s [fp32]", argv[0]); }
+    gemm_init();
+    matmul_set_precision(fp32 ? PRECISION_FP32 : PRECISION_BF16);
+    const double tpm = ticks_per_ms();
+    const int threads = omp_get_max_threads(), calls = 9;
+    printf("threads: %d; %s; ms per call (wall: best of %d; the rest: the mean over the threads)\n", threads,
+           matmul_precision_path(), calls);
+    static const char *const names[3] = {"fwd", "dinp", "dw"};
+    enum { GROUPS = 3 };
+    static const char *const group_names[GROUPS] = {"a layer's 12 at T=64", "a layer's 12 at T=1024", "the LM head's 3"};
+    double sums[GROUPS][GEMM_PHASES + 1] = {{0}};  // the phases, then wall
+    for (int s = 0; s < 9; s++) {
+        const int BT = matmul_shapes[s].BT, C = matmul_shapes[s].C, OC = matmul_shapes[s].OC;
+        const int group = BT == 256 && OC != 50304 ? 0 : (BT == 4096 ? 1 : 2);
+        product r = {0, BT, C, OC, make_random((size_t)BT * C, 1), make_random((size_t)OC * C, 2),
+                     make_random((size_t)BT * OC, 3), make_random((size_t)BT * OC, 4), make_random((size_t)BT * C, 5),
+                     make_random((size_t)OC * C, 6), NULL};
+        if (!fp32) {
+            r.weight16 = malloc((size_t)OC * C * sizeof(uint16_t));
+            if (r.weight16 == NULL) { die("out of memory"); }
+            bf16_round_floats(r.weight16, r.weight, (size_t)OC * C);
+        }
+        for (int q = 0; q < 3; q++) {
+            r.prod = q;
+            run(&r);  // warm-up, not counted
+            memset(gemm_phase_ticks, 0, sizeof(gemm_phase_ticks));
+            double wall = 1e30;
+            for (int i = 0; i < calls; i++) {
+                const double t0 = omp_get_wtime();
+                run(&r);
+                const double ms = (omp_get_wtime() - t0) * 1e3;
+                wall = ms < wall ? ms : wall;
+            }
+            double ph[GEMM_PHASES] = {0};
+            for (int t = 0; t < threads; t++) {
+                for (int k = 0; k < GEMM_PHASES; k++) { ph[k] += gemm_phase_ticks[t][k] / tpm / calls / threads; }
+            }
+            for (int k = 0; k < GEMM_PHASES; k++) { sums[group][k] += ph[k]; }
+            sums[group][GEMM_PHASES] += wall;
+            const int M = q == 2 ? OC : BT, N = q == 0 ? OC : C, K = q == 0 ? C : (q == 1 ? OC : BT);
+            printf("%-18s %-4s M=%-5d N=%-5d K=%-5d wall %8.3f | pack B %7.3f | pack A %7.3f | tiles %8.3f | wait %6.3f | "
+                   "call %8.3f | tiles %6.1f GFLOP/s a thread\n",
+                   matmul_shapes[s].name, names[q], M, N, K, wall, ph[GEMM_PHASE_PACK_B], ph[GEMM_PHASE_PACK_A],
+                   ph[GEMM_PHASE_TILES], ph[GEMM_PHASE_WAIT], ph[GEMM_PHASE_CALL],
+                   ph[GEMM_PHASE_TILES] > 0 ? 2.0 * M * N * K / threads / (ph[GEMM_PHASE_TILES] * 1e6) : 0.0);
+        }
+        free(r.inp); free(r.weight); free(r.dout); free(r.out); free(r.dinp); free(r.dweight); free(r.weight16);
+    }
+    for (int g = 0; g < GROUPS; g++) {
+        const double *x = sums[g], call = x[GEMM_PHASE_CALL];
+        printf("%-24s wall %8.3f | pack B %5.1f%% | pack A %5.1f%% | tiles %5.1f%% | wait %5.1f%% of the call (%.3f ms)\n",
+               group_names[g], x[GEMM_PHASES], 100 * x[GEMM_PHASE_PACK_B] / call, 100 * x[GEMM_PHASE_PACK_A] / call,
+               100 * x[GEMM_PHASE_TILES] / call, 100 * x[GEMM_PHASE_WAIT] / call, call);
+    }
+    return 0;
+}
