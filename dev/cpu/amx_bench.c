@@ -6,8 +6,10 @@ lent Xeon is oneDNN's bf16 matmul through PyTorch (dev/cpu/matmul_torch.py, the 
 and the same lines), which dev/cpu/run_amx.sh sets side by side; matmul_bf16.c does the same
 with oneDNN's C API where libdnnl is installed.
 
-  OMP_NUM_THREADS=2 ./amx_bench [fp32]
+  OMP_NUM_THREADS=2 ./amx_bench [fp32] [SHAPE]
 prints one line per product:  product NAME PROD M N K ms GFLOP/s %peak
+(SHAPE, one of the names below: its three products only; run_amx.sh alternates ours and oneDNN
+shape by shape, as this host's speed drifts within a minute)
 Products (C is the plain product, no epilogue; operands as the model holds them, fp32):
   fwd   out (BT, OC)  = inp (BT, C) . weight^T
   dinp  dinp (BT, C)  = dout (BT, OC) . weight (OC, C)
@@ -37,8 +39,16 @@ static void run(void *p) {
 }
 
 int main(int argc, char **argv) {
-    const int fp32 = argc > 1 && strcmp(argv[1], "fp32") == 0;
-    if (argc > 1 && !fp32) { die("usage: %s [fp32]", argv[0]); }
+    int fp32 = 0;
+    const char *only = NULL;  // one shape's name, or all
+    for (int i = 1; i < argc; i++) {
+        int known = strcmp(argv[i], "fp32") == 0;
+        fp32 |= known;
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]) && !known; s++) {
+            if (strcmp(argv[i], shapes[s].name) == 0) { only = argv[i], known = 1; }
+        }
+        if (!known) { die("usage: %s [fp32] [SHAPE]: %s is neither fp32 nor a shape's name", argv[0], argv[i]); }
+    }
     gemm_init();
     matmul_set_precision(fp32 ? PRECISION_FP32 : PRECISION_BF16);
     const int threads = omp_get_max_threads();
@@ -53,6 +63,7 @@ int main(int argc, char **argv) {
     double log_g = 0.0;
     int n = 0;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        if (only != NULL && strcmp(only, shapes[s].name) != 0) { continue; }
         const int BT = shapes[s].BT, C = shapes[s].C, OC = shapes[s].OC;
         float *inp = make_random((size_t)BT * C, 1), *w = make_random((size_t)OC * C, 2);
         float *dout = make_random((size_t)BT * OC, 3);

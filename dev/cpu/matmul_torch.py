@@ -4,7 +4,7 @@ bf16 torch.matmul runs oneDNN's AMX kernels). Operands are bf16 tensors made bef
 (the conversion from fp32 is not timed; ours rounds while packing, inside its time); the output
 is bf16, as autocast gives it.
 
-    python3 dev/cpu/matmul_torch.py [THREADS]
+    python3 dev/cpu/matmul_torch.py [THREADS] [SHAPE]      (SHAPE: one shape's three products)
 """
 import sys
 import time
@@ -28,11 +28,16 @@ def best_ms(fn, reps):
 
 def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    only = sys.argv[2] if len(sys.argv) > 2 else None
+    if only is not None and only not in [s[0] for s in SHAPES]:
+        sys.exit(f"error: {only}: not a shape's name ({', '.join(s[0] for s in SHAPES)})")
     torch.set_num_threads(threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, mkldnn bf16 "
           f"{torch.backends.mkldnn.is_available()}")
     logs = []
     for name, BT, C, OC in SHAPES:
+        if only is not None and name != only:
+            continue
         inp = torch.randn(BT, C).bfloat16()
         w = torch.randn(OC, C).bfloat16()
         dout = torch.randn(BT, OC).bfloat16()

@@ -8,8 +8,9 @@
 #   checks.txt  gemm_check (every bf16 path against float64), amx_check (what TDPBF16PS computes,
 #               AMX vs emulated), test_gpt2 on the small references in data/ref (carried there)
 #               with LLMC_BF16_PATH=amx and test_gpt2.sh's bf16 mutants on the AMX path
-#   gemm.txt    fma_peak (fp32, vdpbf16ps, AMX peaks), amx_bench per bf16 path, matmul_torch.py,
-#               and the side-by-side table of ours (AMX) against oneDNN on the 27 products
+#   gemm.txt    fma_peak (fp32, vdpbf16ps, AMX peaks), amx_bench per bf16 path, and the side-by-side
+#               table of ours (AMX) against oneDNN (matmul_torch.py) on the 27 products, the two
+#               alternating shape by shape for GEMM_ROUNDS (default 3) rounds
 #   train.txt   train_gpt2 (fp32; bf16 on each path) and torch_step.py (eager and compiled, fp32 and
 #               bf16 autocast) at B=4 T=64 and T=1024, ms per step (medians)
 #   attention.txt  (part attention only) the attention harnesses in bf16 (version 3 vdpbf16ps,
@@ -33,6 +34,7 @@ TORCH1024=${TORCH1024:-1}
 TS=${TS:-64 1024}
 PATHS=${PATHS:-fp32 amx avx512bf16 emulated}
 TORCH_MODES=${TORCH_MODES:-bf16 fp32 bf16-compiled fp32-compiled}
+GEMM_ROUNDS=${GEMM_ROUNDS:-3}
 PY=${PY:-python3}
 mkdir -p "$out"
 status=0
@@ -108,23 +110,35 @@ if [ "$what" = all ] || [ "$what" = gemm ]; then
         echo "== fma_peak"; $pin ./build/fma_peak
         for path in amx avx512bf16; do echo "== amx_bench, LLMC_BF16_PATH=$path"; LLMC_BF16_PATH=$path $pin ./build/amx_bench; done
         echo "== amx_bench fp32"; $pin ./build/amx_bench fp32
-        echo "== matmul_torch.py (oneDNN via torch.matmul, bf16)"; $pin $PY dev/cpu/matmul_torch.py 2
+        # ours and oneDNN side by side: shape by shape, alternating, GEMM_ROUNDS rounds (this host's
+        # speed moves by up to 2x within a minute, so the two run seconds apart, not minutes)
+        for round in $(seq "$GEMM_ROUNDS"); do
+            for shape in qkv_T64 attnproj_T64 fc_T64 fcproj_T64 qkv_T1024 attnproj_T1024 fc_T1024 fcproj_T1024 lmhead_256rows; do
+                echo "== round $round $shape ours"; LLMC_BF16_PATH=amx $pin ./build/amx_bench "$shape"
+                echo "== round $round $shape oneDNN"; $pin $PY dev/cpu/matmul_torch.py 2 "$shape"
+            done
+        done
     } >"$out/gemm_raw.txt" 2>&1
     {
         grep -E '^(fp32 FMA|bf16 dot|AMX bf16) peak' "$out/gemm_raw.txt"
         echo
-        echo "ours = amx_bench with LLMC_BF16_PATH=amx; oneDNN = torch.matmul in bf16 (matmul_torch.py); ratio = oneDNN ms / ours"
-        awk '/^== amx_bench, LLMC_BF16_PATH=amx/ {s = 1} /^== amx_bench, LLMC_BF16_PATH=avx512bf16/ {s = 2} /^== matmul_torch/ {s = 3}
-             /^== amx_bench fp32/ {s = 0}
-             /^product/ && s == 1 { k = $2 " " $3; ours[k] = $7; g[k] = $9; pk[k] = $11; order[n++] = k; dims[k] = $4 " " $5 " " $6 }
-             /^product/ && s == 3 { k = $2 " " $3; dnn[k] = $7 }
-             END { printf "%-15s %-4s %-22s %9s %8s %7s %9s %6s\n", "shape", "prod", "M N K", "ours ms", "GFLOP/s", "%peak", "oneDNN ms", "ratio";
-                   for (i = 0; i < n; i++) { k = order[i]; split(k, kk, " ");
-                     r = (ours[k] > 0 && dnn[k] > 0) ? dnn[k] / ours[k] : 0; if (r > 0) { lr += log(r); m++ }
-                     printf "%-15s %-4s %-22s %9.3f %8.1f %6s %9.3f %6.2f\n", kk[1], kk[2], dims[k], ours[k], g[k], pk[k], dnn[k], r }
+        echo "ours = amx_bench with LLMC_BF16_PATH=amx; oneDNN = torch.matmul in bf16 (matmul_torch.py), alternating shape by shape;"
+        echo "ms: the median over $GEMM_ROUNDS rounds; ratio: the median over the rounds of oneDNN ms / ours in the same round"
+        awk 'function median(a, n,   i, j, t) { for (i = 1; i < n; i++) for (j = i; j > 0 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+                                              return n % 2 ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }
+             /^== / { s = ($5 == "ours") ? 1 : ($5 == "oneDNN") ? 2 : 0; r = $3 }
+             /^product/ && s == 1 { k = $2 " " $3; if (!(k in seen)) { seen[k] = 1; order[n++] = k; dims[k] = $4 " " $5 " " $6 } ours[k, r] = $7; rounds[r] = 1 }
+             /^product/ && s == 2 { k = $2 " " $3; dnn[k, r] = $7 }
+             END { printf "%-15s %-4s %-22s %9s %8s %9s %6s\n", "shape", "prod", "M N K", "ours ms", "GFLOP/s", "oneDNN ms", "ratio";
+                   for (i = 0; i < n; i++) { k = order[i]; split(k, kk, " "); split(dims[k], d, /[ =]/);
+                     no = nd = nr = 0; for (r in rounds) { if ((k, r) in ours) { o[no++] = ours[k, r] } if ((k, r) in dnn) { e[nd++] = dnn[k, r] }
+                                                          if ((k, r) in ours && (k, r) in dnn && ours[k, r] > 0) { q[nr++] = dnn[k, r] / ours[k, r] } }
+                     om = no ? median(o, no) : 0; dm = nd ? median(e, nd) : 0; rm = nr ? median(q, nr) : 0
+                     if (rm > 0) { lr += log(rm); m++ }
+                     printf "%-15s %-4s %-22s %9.3f %8.1f %9.3f %6.2f\n", kk[1], kk[2], dims[k], om, (om > 0 ? 2 * d[2] * d[4] * d[6] / (om * 1e6) : 0), dm, rm }
                    if (m > 0) printf "geometric mean of oneDNN ms / ours: %.3f over %d products\n", exp(lr / m), m }' "$out/gemm_raw.txt"
         echo
-        grep -E '^(threads|geometric|==)' "$out/gemm_raw.txt"
+        sed '/^== round/,$d' "$out/gemm_raw.txt" | grep -E '^(threads|geometric)|^== (fma|amx_bench)'
     } >"$out/gemm.txt" 2>&1
     cat "$out/gemm.txt"
 fi
