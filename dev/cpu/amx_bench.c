@@ -7,9 +7,11 @@ and the same lines), which dev/cpu/run_amx.sh sets side by side; matmul_bf16.c d
 with oneDNN's C API where libdnnl is installed.
 
   OMP_NUM_THREADS=2 ./amx_bench [fp32] [SHAPE]
+  ./amx_bench --list                   # the shapes, one a line: SHAPE BT C OC
 prints one line per product:  product NAME PROD M N K ms GFLOP/s %peak
-(SHAPE, one of the names below: its three products only; run_amx.sh alternates ours and oneDNN
-shape by shape, as this host's speed drifts within a minute)
+(SHAPE, the id of one of matmul_bench.h's first MATMUL_GPT2_SHAPES shapes: its three products
+only; run_amx.sh alternates ours and oneDNN shape by shape, as this host's speed drifts within a
+minute)
 Products (C is the plain product, no epilogue; operands as the model holds them, fp32):
   fwd   out (BT, OC)  = inp (BT, C) . weight^T
   dinp  dinp (BT, C)  = dout (BT, OC) . weight (OC, C)
@@ -19,12 +21,7 @@ Products (C is the plain product, no epilogue; operands as the model holds them,
 #include "bf16_peak.h"
 #include "common.h"
 #include "llmc/matmul.h"
-
-static const struct { const char *name; int BT, C, OC; } shapes[] = {
-    {"qkv_T64", 256, 768, 2304},      {"attnproj_T64", 256, 768, 768},     {"fc_T64", 256, 768, 3072},
-    {"fcproj_T64", 256, 3072, 768},   {"qkv_T1024", 4096, 768, 2304},      {"attnproj_T1024", 4096, 768, 768},
-    {"fc_T1024", 4096, 768, 3072},    {"fcproj_T1024", 4096, 3072, 768},   {"lmhead_256rows", 256, 768, 50304},
-};
+#include "matmul_bench.h"
 
 typedef struct {
     int M, N, K;
@@ -40,12 +37,18 @@ static void run(void *p) {
 
 int main(int argc, char **argv) {
     int fp32 = 0;
-    const char *only = NULL;  // one shape's name, or all
+    const char *only = NULL;  // one shape's id, or all
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (int s = 0; s < MATMUL_GPT2_SHAPES; s++) {
+            printf("%s %d %d %d\n", matmul_shapes[s].id, matmul_shapes[s].BT, matmul_shapes[s].C, matmul_shapes[s].OC);
+        }
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         int known = strcmp(argv[i], "fp32") == 0;
         fp32 |= known;
-        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]) && !known; s++) {
-            if (strcmp(argv[i], shapes[s].name) == 0) { only = argv[i], known = 1; }
+        for (int s = 0; s < MATMUL_GPT2_SHAPES && !known; s++) {
+            if (strcmp(argv[i], matmul_shapes[s].id) == 0) { only = argv[i], known = 1; }
         }
         if (!known) { die("usage: %s [fp32] [SHAPE]: %s is neither fp32 nor a shape's name", argv[0], argv[i]); }
     }
@@ -62,9 +65,9 @@ int main(int argc, char **argv) {
     printf("threads: %d; ours: %s; peak (%s): %.1f GFLOP/s\n", threads, matmul_precision_path(), peak_name, peak);
     double log_g = 0.0;
     int n = 0;
-    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-        if (only != NULL && strcmp(only, shapes[s].name) != 0) { continue; }
-        const int BT = shapes[s].BT, C = shapes[s].C, OC = shapes[s].OC;
+    for (int s = 0; s < MATMUL_GPT2_SHAPES; s++) {
+        if (only != NULL && strcmp(only, matmul_shapes[s].id) != 0) { continue; }
+        const int BT = matmul_shapes[s].BT, C = matmul_shapes[s].C, OC = matmul_shapes[s].OC;
         float *inp = make_random((size_t)BT * C, 1), *w = make_random((size_t)OC * C, 2);
         float *dout = make_random((size_t)BT * OC, 3);
         size_t nmax = (size_t)BT * OC;  // the largest of the three outputs
@@ -82,7 +85,7 @@ int main(int argc, char **argv) {
             const double flops = 2.0 * r.M * r.N * r.K;
             const double ms = time_best_ms(run, &r, flops > 2e10 ? 5 : 15);
             const double g = flops / (ms * 1e6);
-            printf("product %-15s %-4s M=%d N=%d K=%d %9.3f ms %8.1f GFLOP/s %5.1f%% of peak\n", shapes[s].name, names[q],
+            printf("product %-15s %-4s M=%d N=%d K=%d %9.3f ms %8.1f GFLOP/s %5.1f%% of peak\n", matmul_shapes[s].id, names[q],
                    r.M, r.N, r.K, ms, g, peak > 0 ? 100.0 * g / peak : 0.0);
             log_g += log(g);
             n++;

@@ -45,7 +45,7 @@ static void run(void *p) {
 // (fc); none for the LM head. The products to the input and the weights have none (they
 // overwrite their gradients on a step's first backward pass).
 enum { EP_NONE, EP_BIAS, EP_RESIDUAL, EP_GELU };
-static const int forward_epilogue[9] = {EP_BIAS, EP_RESIDUAL, EP_GELU, EP_RESIDUAL,
+static const int forward_epilogue[MATMUL_GPT2_SHAPES] = {EP_BIAS, EP_RESIDUAL, EP_GELU, EP_RESIDUAL,
                                         EP_BIAS, EP_RESIDUAL, EP_GELU, EP_RESIDUAL, EP_NONE};
 static const char *const epilogue_names[] = {"", " + bias", " + bias + residual", " + bias, GELU (pre kept)"};
 
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
            bf16 ? "bf16" : "fp32", omp_get_max_threads(), rounds);
     double log_sum = 0.0;
     int n = 0, differ = 0;
-    for (int s = 0; s < 9; s++) {  // GPT-2 124M's shapes
+    for (int s = 0; s < MATMUL_GPT2_SHAPES; s++) {
         const matmul_shape sh = matmul_shapes[s];
         const int BT = sh.BT, C = sh.C, OC = sh.OC;
         float *inp = make_random((size_t)BT * C, 1), *w = make_random((size_t)OC * C, 2);

@@ -9,33 +9,36 @@ and OpenBLAS (the yardstick, linked in dev/ only) set to our thread count.
 #include "llmc/gemm.h"
 
 typedef struct {
-    const char *name;
+    const char *name;  // for the tables
     int BT, C, OC;
+    const char *id;    // one word, for the command line (amx_bench SHAPE; matmul_torch.py has the same)
 } matmul_shape;
 
-// GPT-2 124M (C = 768) at B=4 with T=64 and T=1024, its LM head for a 256-row chunk, d6
-// (C = 384) at B=4, T=64, and odd sizes that exercise every edge of the tiling.
+// The first MATMUL_GPT2_SHAPES are GPT-2 124M's (C = 768) at B=4: a layer's four at T=64, the
+// same at T=1024, and the LM head for a 256-row chunk. Then d6 (C = 384) at B=4, T=64, and odd
+// sizes that exercise every edge of the tiling.
 static const matmul_shape matmul_shapes[] = {
-    {"qkv       T=64", 256, 768, 2304},
-    {"attn proj T=64", 256, 768, 768},
-    {"fc        T=64", 256, 768, 3072},
-    {"fc proj   T=64", 256, 3072, 768},
-    {"qkv       T=1024", 4096, 768, 2304},
-    {"attn proj T=1024", 4096, 768, 768},
-    {"fc        T=1024", 4096, 768, 3072},
-    {"fc proj   T=1024", 4096, 3072, 768},
-    {"lm head   256 rows", 256, 768, 50304},
-    {"d6 qkv    T=64", 256, 384, 1152},
-    {"d6 proj   T=64", 256, 384, 384},
-    {"d6 fc     T=64", 256, 384, 1536},
-    {"d6 fcproj T=64", 256, 1536, 384},
-    {"odd", 87, 57, 171},
-    {"odd", 1, 1, 1},
-    {"odd", 1, 768, 2304},
-    {"odd", 255, 1, 17},
-    {"odd", 13, 1000, 1},
+    {"qkv       T=64", 256, 768, 2304, "qkv_T64"},
+    {"attn proj T=64", 256, 768, 768, "attnproj_T64"},
+    {"fc        T=64", 256, 768, 3072, "fc_T64"},
+    {"fc proj   T=64", 256, 3072, 768, "fcproj_T64"},
+    {"qkv       T=1024", 4096, 768, 2304, "qkv_T1024"},
+    {"attn proj T=1024", 4096, 768, 768, "attnproj_T1024"},
+    {"fc        T=1024", 4096, 768, 3072, "fc_T1024"},
+    {"fc proj   T=1024", 4096, 3072, 768, "fcproj_T1024"},
+    {"lm head   256 rows", 256, 768, 50304, "lmhead_256rows"},
+    {"d6 qkv    T=64", 256, 384, 1152, "d6_qkv_T64"},
+    {"d6 proj   T=64", 256, 384, 384, "d6_attnproj_T64"},
+    {"d6 fc     T=64", 256, 384, 1536, "d6_fc_T64"},
+    {"d6 fcproj T=64", 256, 1536, 384, "d6_fcproj_T64"},
+    {"odd", 87, 57, 171, "odd1"},
+    {"odd", 1, 1, 1, "odd2"},
+    {"odd", 1, 768, 2304, "odd3"},
+    {"odd", 255, 1, 17, "odd4"},
+    {"odd", 13, 1000, 1, "odd5"},
 };
 #define MATMUL_NSHAPES ((int)(sizeof(matmul_shapes) / sizeof(matmul_shapes[0])))
+#define MATMUL_GPT2_SHAPES 9
 
 // Best (minimum) ms of fn(ctx) over as many runs as fit in about budget_ms (at least 3, at
 // most 31), after a warm-up run. The best, not the median: on a machine shared with other

@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
     int nratio = 0;
     char summary[MATMUL_NSHAPES * 3][160];
     int nsummary = 0;
-    const int nshapes = quick ? 9 : MATMUL_NSHAPES;
+    const int nshapes = quick ? MATMUL_GPT2_SHAPES : MATMUL_NSHAPES;
     for (int s = 0; s < nshapes; s++) {
         const matmul_shape sh = matmul_shapes[s];
         const int BT = sh.BT, C = sh.C, OC = sh.OC;

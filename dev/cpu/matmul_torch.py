@@ -11,6 +11,7 @@ import time
 
 import torch
 
+# matmul_bench.h's first MATMUL_GPT2_SHAPES, as `amx_bench --list` prints them (test_dev.sh checks)
 SHAPES = [("qkv_T64", 256, 768, 2304), ("attnproj_T64", 256, 768, 768), ("fc_T64", 256, 768, 3072),
           ("fcproj_T64", 256, 3072, 768), ("qkv_T1024", 4096, 768, 2304), ("attnproj_T1024", 4096, 768, 768),
           ("fc_T1024", 4096, 768, 3072), ("fcproj_T1024", 4096, 3072, 768), ("lmhead_256rows", 256, 768, 50304)]

@@ -50,7 +50,7 @@ flags="-O3 -std=gnu11 -march=native -fopenmp -Wall -Wextra -Wno-unused-function 
     make -j16 train_gpt2 test_gpt2 &&
     mkdir -p build &&
     gcc $flags dev/cpu/gemm_check.c -o build/gemm_check -lm &&
-    for p in amx_check amx_bench fma_peak; do gcc $flags -Idev/cpu dev/cpu/$p.c -o build/$p -lm || exit 1; done
+    for p in amx_check amx_bench fma_peak; do gcc $flags -Idev/cpu dev/cpu/$p.c -o build/$p -lm -lopenblas || exit 1; done
 } >"$out/build.txt" 2>&1 || { echo "error: the build failed (see build.txt)"; tail -n 20 "$out/build.txt"; exit 1; }
 
 if [ "$what" = all ] || [ "$what" = checks ]; then
@@ -113,7 +113,7 @@ if [ "$what" = all ] || [ "$what" = gemm ]; then
         # ours and oneDNN side by side: shape by shape, alternating, GEMM_ROUNDS rounds (this host's
         # speed moves by up to 2x within a minute, so the two run seconds apart, not minutes)
         for round in $(seq "$GEMM_ROUNDS"); do
-            for shape in qkv_T64 attnproj_T64 fc_T64 fcproj_T64 qkv_T1024 attnproj_T1024 fc_T1024 fcproj_T1024 lmhead_256rows; do
+            for shape in $(./build/amx_bench --list | cut -d' ' -f1); do
                 echo "== round $round $shape ours"; LLMC_BF16_PATH=amx $pin ./build/amx_bench "$shape"
                 echo "== round $round $shape oneDNN"; $pin $PY dev/cpu/matmul_torch.py 2 "$shape"
             done

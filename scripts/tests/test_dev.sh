@@ -18,6 +18,20 @@ if out=$(make -C dev/cpu -B -j2 "${targets[@]}" 2>&1) && ! printf '%s\n' "$out" 
 else
     fail "make -C dev/cpu" "$(printf '%s\n' "$out" | grep -m 3 -E 'warning|error' | tr '\n' ' ')"
 fi
+# The oneDNN yardstick (matmul_torch.py, Python) lists the GPT-2 shapes that amx_bench takes from
+# matmul_bench.h: the same names and sizes, or run_amx.sh's side-by-side table pairs wrong rows
+if [ "${TEST_QUICK:-0}" != 1 ]; then
+    torch_shapes=$(python3 -c 'import ast, sys
+src = open(sys.argv[1]).read()
+tree = ast.parse(src)
+shapes = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "SHAPES")
+print("\n".join(" ".join(map(str, s)) for s in shapes))' dev/cpu/matmul_torch.py 2>&1)
+    if [ "$torch_shapes" = "$(dev/cpu/amx_bench --list 2>&1)" ]; then
+        pass "dev/cpu/matmul_torch.py's shapes are amx_bench's (matmul_bench.h)"
+    else
+        fail "dev/cpu/matmul_torch.py's shapes" "they differ from amx_bench --list: $(printf '%s' "$torch_shapes" | tr '\n' ';' | head -c 200)"
+    fi
+fi
 for harness in layernorm_forward layernorm_backward gelu crossentropy_softmax adamw encoder gemv; do
     [ "${TEST_QUICK:-0}" = 1 ] && [ $harness = gemv ] && continue  # (test_generate checks the GEMV)
     expect_ok "dev/cpu/$harness: every version matches version 1" env OMP_NUM_THREADS=2 "dev/cpu/$harness"
