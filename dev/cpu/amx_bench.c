@@ -12,7 +12,8 @@ prints one line per product:  product NAME PROD M N K ms GFLOP/s %peak
 (SHAPE, the id of one of matmul_bench.h's first MATMUL_GPT2_SHAPES shapes: its three products
 only; run_amx.sh alternates ours and oneDNN shape by shape, as this host's speed drifts within a
 minute)
-Products (C is the plain product, no epilogue; operands as the model holds them, fp32):
+Products (matmul_bench.h's matmul_product: llmc/matmul.h's calls, without bias; operands as the
+model holds them: activations and gradients in fp32, the weight in bf16 from its bf16 copy):
   fwd   out (BT, OC)  = inp (BT, C) . weight^T
   dinp  dinp (BT, C)  = dout (BT, OC) . weight (OC, C)
   dw    dw (OC, C)    = dout^T . inp (BT, C)
@@ -20,20 +21,7 @@ Products (C is the plain product, no epilogue; operands as the model holds them,
 #include "amx_peak.h"
 #include "bf16_peak.h"
 #include "common.h"
-#include "llmc/matmul.h"
 #include "matmul_bench.h"
-
-typedef struct {
-    int M, N, K;
-    const float *a, *b;
-    ptrdiff_t rs_a, cs_a, rs_b, cs_b;
-    float *c;
-} product;
-
-static void run(void *p) {
-    const product *r = p;
-    gemm(r->M, r->N, r->K, r->a, r->rs_a, r->cs_a, r->b, r->rs_b, r->cs_b, r->c, r->N, NULL);
-}
 
 int main(int argc, char **argv) {
     int fp32 = 0;
@@ -67,30 +55,20 @@ int main(int argc, char **argv) {
     int n = 0;
     for (int s = 0; s < MATMUL_GPT2_SHAPES; s++) {
         if (only != NULL && strcmp(only, matmul_shapes[s].id) != 0) { continue; }
-        const int BT = matmul_shapes[s].BT, C = matmul_shapes[s].C, OC = matmul_shapes[s].OC;
-        float *inp = make_random((size_t)BT * C, 1), *w = make_random((size_t)OC * C, 2);
-        float *dout = make_random((size_t)BT * OC, 3);
-        size_t nmax = (size_t)BT * OC;  // the largest of the three outputs
-        if ((size_t)BT * C > nmax) { nmax = (size_t)BT * C; }
-        if ((size_t)OC * C > nmax) { nmax = (size_t)OC * C; }
-        float *c = make_random(nmax, 4);
-        const product prods[3] = {
-            {BT, OC, C, inp, w, C, 1, 1, C, c},
-            {BT, C, OC, dout, w, OC, 1, C, 1, c},
-            {OC, C, BT, dout, inp, 1, OC, C, 1, c},
-        };
-        static const char *const names[3] = {"fwd", "dinp", "dw"};
-        for (int q = 0; q < 3; q++) {
-            product r = prods[q];
-            const double flops = 2.0 * r.M * r.N * r.K;
-            const double ms = time_best_ms(run, &r, flops > 2e10 ? 5 : 15);
+        matmul_product r = matmul_product_alloc(&matmul_shapes[s], !fp32);
+        for (int q = MATMUL_FWD; q <= MATMUL_DW; q++) {
+            r.prod = q;
+            int M, N, K;
+            matmul_product_dims(&r, &M, &N, &K);
+            const double flops = 2.0 * M * N * K;
+            const double ms = time_best_ms(matmul_product_run, &r, flops > 2e10 ? 5 : 15);
             const double g = flops / (ms * 1e6);
-            printf("product %-15s %-4s M=%d N=%d K=%d %9.3f ms %8.1f GFLOP/s %5.1f%% of peak\n", matmul_shapes[s].id, names[q],
-                   r.M, r.N, r.K, ms, g, peak > 0 ? 100.0 * g / peak : 0.0);
+            printf("product %-15s %-4s M=%d N=%d K=%d %9.3f ms %8.1f GFLOP/s %5.1f%% of peak\n", matmul_shapes[s].id,
+                   matmul_product_names[q], M, N, K, ms, g, peak > 0 ? 100.0 * g / peak : 0.0);
             log_g += log(g);
             n++;
         }
-        free(inp); free(w); free(dout); free(c);
+        matmul_product_free(&r);
     }
     const double gm = exp(log_g / n);
     printf("geometric mean: %.1f GFLOP/s, %.1f%% of peak\n", gm, peak > 0 ? 100.0 * gm / peak : 0.0);

@@ -16,28 +16,7 @@ On the lent Xeon (2026-11-27, dev/cpu/results/2026-11-27-xeon-amx/run11) the AMX
 */
 #define GEMM_PHASE_TIMING
 #include "common.h"
-#include "llmc/adamw.h"
-#include "llmc/matmul.h"
 #include "matmul_bench.h"
-
-typedef struct {
-    int prod, BT, C, OC;
-    float *inp, *weight, *dout, *out, *dinp, *dweight;
-    uint16_t *weight16;  // NULL in fp32
-} product;
-
-static void run(void *p) {
-    const product *r = p;
-    if (r->prod == 0) { matmul_forward(r->out, r->inp, r->weight, r->weight16, NULL, r->BT, r->C, r->OC); }
-    if (r->prod == 1) {
-        matmul_backward_ex(r->dinp, NULL, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
-                           MATMUL_OVERWRITE_DINP);
-    }
-    if (r->prod == 2) {
-        matmul_backward_ex(NULL, r->dweight, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
-                           MATMUL_OVERWRITE_DWEIGHT);
-    }
-}
 
 // Time stamp counter ticks per ms, over 200 ms of wall time.
 static double ticks_per_ms(void) {
@@ -56,31 +35,22 @@ int main(int argc, char **argv) {
     const int threads = omp_get_max_threads(), calls = 9;
     printf("threads: %d; %s; ms per call (wall: best of %d; the rest: the mean over the threads)\n", threads,
            matmul_precision_path(), calls);
-    static const char *const names[3] = {"fwd", "dinp", "dw"};
     enum { GROUPS = 3 };
     static const char *const group_names[GROUPS] = {"a layer's 12 at T=64", "a layer's 12 at T=1024", "the LM head's 3"};
     double sums[GROUPS][GEMM_PHASES + 1] = {{0}};  // the phases, then wall
     for (int s = 0; s < MATMUL_GPT2_SHAPES; s++) {
-        const int BT = matmul_shapes[s].BT, C = matmul_shapes[s].C, OC = matmul_shapes[s].OC;
         const int group = s < 4 ? 0 : (s < 8 ? 1 : 2);  // matmul_bench.h's order: T=64's four, T=1024's, the LM head
-        product r = {0, BT, C, OC, make_random((size_t)BT * C, 1), make_random((size_t)OC * C, 2),
-                     make_random((size_t)BT * OC, 3), make_random((size_t)BT * OC, 4), make_random((size_t)BT * C, 5),
-                     make_random((size_t)OC * C, 6), NULL};
-        if (!fp32) {
-            r.weight16 = malloc((size_t)OC * C * sizeof(uint16_t));
-            if (r.weight16 == NULL) { die("out of memory"); }
-            bf16_round_floats(r.weight16, r.weight, (size_t)OC * C);
-        }
-        for (int q = 0; q < 3; q++) {
+        matmul_product r = matmul_product_alloc(&matmul_shapes[s], !fp32);
+        for (int q = MATMUL_FWD; q <= MATMUL_DW; q++) {
             r.prod = q;
             // warm-up, not counted: 50 ms of calls at least (a single call left the first
             // product's calls at half speed on the Zen 4 VM: its other thread still waking)
-            for (const double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.05;) { run(&r); }
+            for (const double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.05;) { matmul_product_run(&r); }
             memset(gemm_phase_ticks, 0, sizeof(gemm_phase_ticks));
             double wall = 1e30;
             for (int i = 0; i < calls; i++) {
                 const double t0 = omp_get_wtime();
-                run(&r);
+                matmul_product_run(&r);
                 const double ms = (omp_get_wtime() - t0) * 1e3;
                 wall = ms < wall ? ms : wall;
             }
@@ -90,14 +60,15 @@ int main(int argc, char **argv) {
             }
             for (int k = 0; k < GEMM_PHASES; k++) { sums[group][k] += ph[k]; }
             sums[group][GEMM_PHASES] += wall;
-            const int M = q == 2 ? OC : BT, N = q == 0 ? OC : C, K = q == 0 ? C : (q == 1 ? OC : BT);
+            int M, N, K;
+            matmul_product_dims(&r, &M, &N, &K);
             printf("%-18s %-4s M=%-5d N=%-5d K=%-5d wall %8.3f | pack B %7.3f | pack A %7.3f | tiles %8.3f | wait %6.3f | "
                    "call %8.3f | tiles %6.1f GFLOP/s a thread\n",
-                   matmul_shapes[s].name, names[q], M, N, K, wall, ph[GEMM_PHASE_PACK_B], ph[GEMM_PHASE_PACK_A],
+                   matmul_shapes[s].name, matmul_product_names[q], M, N, K, wall, ph[GEMM_PHASE_PACK_B], ph[GEMM_PHASE_PACK_A],
                    ph[GEMM_PHASE_TILES], ph[GEMM_PHASE_WAIT], ph[GEMM_PHASE_CALL],
                    ph[GEMM_PHASE_TILES] > 0 ? 2.0 * M * N * K / threads / (ph[GEMM_PHASE_TILES] * 1e6) : 0.0);
         }
-        free(r.inp); free(r.weight); free(r.dout); free(r.out); free(r.dinp); free(r.dweight); free(r.weight16);
+        matmul_product_free(&r);
     }
     for (int g = 0; g < GROUPS; g++) {
         const double *x = sums[g], call = x[GEMM_PHASE_CALL];

@@ -6,7 +6,9 @@ and OpenBLAS (the yardstick, linked in dev/ only) set to our thread count.
 
 #include <cblas.h>
 #include "common.h"
+#include "llmc/adamw.h"  // bf16_round_floats
 #include "llmc/gemm.h"
+#include "llmc/matmul.h"
 
 typedef struct {
     const char *name;  // for the tables
@@ -39,6 +41,54 @@ static const matmul_shape matmul_shapes[] = {
 };
 #define MATMUL_NSHAPES ((int)(sizeof(matmul_shapes) / sizeof(matmul_shapes[0])))
 #define MATMUL_GPT2_SHAPES 9
+
+// One of a linear layer's three products on a shape, called as train_gpt2 calls it (llmc/matmul.h),
+// each overwriting its output, without bias: MATMUL_FWD out (BT, OC) = inp (BT, C) . weight^T,
+// MATMUL_DINP dinp (BT, C) = dout (BT, OC) . weight (OC, C), MATMUL_DW dweight (OC, C) = dout^T . inp.
+// In bf16 the weight comes from its bf16 copy (weight16), as the model keeps it between steps.
+enum { MATMUL_FWD, MATMUL_DINP, MATMUL_DW };
+static const char *const matmul_product_names[3] = {"fwd", "dinp", "dw"};
+typedef struct {
+    int prod, BT, C, OC;
+    float *inp, *weight, *dout, *out, *dinp, *dweight;
+    uint16_t *weight16;  // NULL in fp32
+} matmul_product;
+
+static matmul_product matmul_product_alloc(const matmul_shape *sh, int bf16) {
+    const int BT = sh->BT, C = sh->C, OC = sh->OC;
+    matmul_product r = {MATMUL_FWD, BT, C, OC, make_random((size_t)BT * C, 1), make_random((size_t)OC * C, 2),
+                        make_random((size_t)BT * OC, 3), make_random((size_t)BT * OC, 4), make_random((size_t)BT * C, 5),
+                        make_random((size_t)OC * C, 6), NULL};
+    if (bf16) {
+        r.weight16 = aligned_alloc_or_die((size_t)OC * C * sizeof(uint16_t), "the weight's bf16 copy");
+        bf16_round_floats(r.weight16, r.weight, (size_t)OC * C);
+    }
+    return r;
+}
+
+static void matmul_product_free(matmul_product *r) {
+    free(r->inp), free(r->weight), free(r->dout), free(r->out), free(r->dinp), free(r->dweight), free(r->weight16);
+}
+
+static void matmul_product_run(void *p) {
+    const matmul_product *r = p;
+    if (r->prod == MATMUL_FWD) { matmul_forward(r->out, r->inp, r->weight, r->weight16, NULL, r->BT, r->C, r->OC); }
+    if (r->prod == MATMUL_DINP) {
+        matmul_backward_ex(r->dinp, NULL, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
+                           MATMUL_OVERWRITE_DINP);
+    }
+    if (r->prod == MATMUL_DW) {
+        matmul_backward_ex(NULL, r->dweight, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
+                           MATMUL_OVERWRITE_DWEIGHT);
+    }
+}
+
+// The product's GEMM sizes: C (M x N) = A (M x K) B (K x N).
+static void matmul_product_dims(const matmul_product *r, int *M, int *N, int *K) {
+    *M = r->prod == MATMUL_DW ? r->OC : r->BT;
+    *N = r->prod == MATMUL_FWD ? r->OC : r->C;
+    *K = r->prod == MATMUL_FWD ? r->C : (r->prod == MATMUL_DINP ? r->OC : r->BT);
+}
 
 // Best (minimum) ms of fn(ctx) over as many runs as fit in about budget_ms (at least 3, at
 // most 31), after a warm-up run. The best, not the median: on a machine shared with other

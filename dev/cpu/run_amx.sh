@@ -18,6 +18,8 @@
 #               T=1024 on the amx path, ours and BASELINE's in turn, each kernel's ms per step
 #
 #   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all|attention]      (default all)
+# GEMM_PATH (default amx) is our bf16 path in the gemm part's side-by-side table: avx512bf16 runs
+# that part on an AMD Zen 4 or 5 (PY=.venv/bin/python there).
 # STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024;
 # TS (default "64 1024") the sequence lengths timed (TS=64 fits checks and train in one 10-minute call);
 # PATHS (default "fp32 amx avx512bf16 emulated") our runs at each T, TORCH_MODES (default "bf16 fp32
@@ -35,6 +37,7 @@ TS=${TS:-64 1024}
 PATHS=${PATHS:-fp32 amx avx512bf16 emulated}
 TORCH_MODES=${TORCH_MODES:-bf16 fp32 bf16-compiled fp32-compiled}
 GEMM_ROUNDS=${GEMM_ROUNDS:-3}
+GEMM_PATH=${GEMM_PATH:-amx}
 PY=${PY:-python3}
 mkdir -p "$out"
 status=0
@@ -114,7 +117,7 @@ if [ "$what" = all ] || [ "$what" = gemm ]; then
         # speed moves by up to 2x within a minute, so the two run seconds apart, not minutes)
         for round in $(seq "$GEMM_ROUNDS"); do
             for shape in $(./build/amx_bench --list | cut -d' ' -f1); do
-                echo "== round $round $shape ours"; LLMC_BF16_PATH=amx $pin ./build/amx_bench "$shape"
+                echo "== round $round $shape ours"; LLMC_BF16_PATH=$GEMM_PATH $pin ./build/amx_bench "$shape"
                 echo "== round $round $shape oneDNN"; $pin $PY dev/cpu/matmul_torch.py 2 "$shape"
             done
         done
@@ -122,7 +125,7 @@ if [ "$what" = all ] || [ "$what" = gemm ]; then
     {
         grep -E '^(fp32 FMA|bf16 dot|AMX bf16) peak' "$out/gemm_raw.txt"
         echo
-        echo "ours = amx_bench with LLMC_BF16_PATH=amx; oneDNN = torch.matmul in bf16 (matmul_torch.py), alternating shape by shape;"
+        echo "ours = amx_bench with LLMC_BF16_PATH=$GEMM_PATH; oneDNN = torch.matmul in bf16 (matmul_torch.py), alternating shape by shape;"
         echo "ms: the median over $GEMM_ROUNDS rounds; ratio: the median over the rounds of oneDNN ms / ours in the same round"
         awk 'function median(a, n,   i, j, t) { for (i = 1; i < n; i++) for (j = i; j > 0 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
                                               return n % 2 ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }
