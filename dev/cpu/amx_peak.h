@@ -3,9 +3,9 @@ The AMX bf16 peak: every thread runs TDPBF16PS on four accumulator tiles from tw
 tiles loaded once (no memory traffic in the loop), as llmc/gemm_kernel_amx.h's tile does per
 16 pairs. One TDPBF16PS is 16 x 16 x 32 multiply-adds = 16384 flops. amx_peak returns 0 where
 the CPU (or OS) has no AMX; the code is compiled by target attribute, so this builds anywhere.
-The operand tiles hold random bf16s: on the lent Xeon the same loop on zeros ran 1.3-2x faster
-(dev/cpu/amx_tile_loop, results/2026-11-27-xeon-amx/run20), a rate no product of real data
-reaches; amx_peak_operands(threads, 1) still times that loop.
+The operand tiles hold random bf16s: on the lent Xeon TDPBF16PS ran up to 1.25x faster on
+zeros (dev/cpu/amx_tile_loop, results/2026-11-27-xeon-amx runs 16-20), a rate no product of
+real data reaches; amx_peak_operands(threads, 1) still times the loop on zeros.
 */
 #pragma once
 

@@ -43,8 +43,8 @@ int main(int argc, char **argv) {
         matmul_product r = matmul_product_alloc(&matmul_shapes[s], !fp32);
         for (int q = MATMUL_FWD; q <= MATMUL_DW; q++) {
             r.prod = q;
-            // warm-up, not counted: 50 ms of calls at least (a single call left the first
-            // product's calls at half speed on the Zen 4 VM: its other thread still waking)
+            // warm-up, not counted: 50 ms of calls at least (after a single call, the first
+            // product's timed calls ran at half speed on the Zen 4 VM)
             for (const double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.05;) { matmul_product_run(&r); }
             memset(gemm_phase_ticks, 0, sizeof(gemm_phase_ticks));
             double wall = 1e30;
