@@ -219,13 +219,25 @@ static void sum_squares_blocks_free(SumSquaresBlocks *s) {
     s->sum = NULL;
 }
 
-// sum[k] for the blocks order[0..count) of x (any order: each block's total is its own).
-static void sum_squares_blocks_compute(SumSquaresBlocks *s, const float *x, const size_t *order, size_t count) {
+// sum[k] for the blocks order[0..count) of x (any order: each block's total is its own), but
+// those with done[k] set (done may be NULL).
+static void sum_squares_blocks_compute(SumSquaresBlocks *s, const float *x, const size_t *order, size_t count,
+                                       const uint8_t *done) {
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < count; i++) {
         const size_t k = order[i];
-        s->sum[k] = sum_of_squares_block(x, s->start[k], s->start[k + 1]);
+        if (done == NULL || !done[k]) { s->sum[k] = sum_of_squares_block(x, s->start[k], s->start[k + 1]); }
     }
+}
+
+// The first block of s that starts at or after position pos (num_blocks if none).
+static size_t sum_squares_block_at(const SumSquaresBlocks *s, size_t pos) {
+    size_t lo = 0, hi = s->num_blocks;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (s->start[mid] < pos) { lo = mid + 1; } else { hi = mid; }
+    }
+    return lo;
 }
 
 // sum_of_squares(x, n) from the blocks' totals.

@@ -118,6 +118,16 @@ static double gemm_phase_ticks[GEMM_MAX_THREADS][GEMM_PHASES];
 #define GEMM_PHASE(phase, statement) statement
 #endif
 
+// Told of runs of C, n floats from `run`, as soon as they hold their final values, by the thread
+// that wrote them, while they are still in its cache: gpt2.h sums a weight gradient's squares
+// for the norm so. The calls of one gemm_ex cover C once, concurrently. With a hook the threads
+// split M only, where M has a tile for each, so that a run is a block of whole rows (where
+// ldc = N); otherwise a run is a row's part.
+typedef struct {
+    void (*fn)(void *ctx, float *run, size_t n);  // NULL: none
+    void *ctx;
+} gemm_final_hook;
+
 typedef struct {
     const float *addend;  // (M, N) added to the product, or NULL; may be c itself (with
     ptrdiff_t ld_addend;  //   ld_addend = ldc) to accumulate: C += A.B
@@ -125,6 +135,7 @@ typedef struct {
     int gelu;             // 0: C = value; 1: C = gelu(value) (tanh approximation, gelu.h)
     float *pre;           // with gelu: (M, N) gets the value before GELU, or NULL
     ptrdiff_t ld_pre;
+    gemm_final_hook on_final;  // see above
 } gemm_epilogue;
 
 static inline int gemm_min(int a, int b) { return a < b ? a : b; }
@@ -683,6 +694,15 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                 gemm_prefetch_arm(&pf, (long)((nc + g->nr - 1) / g->nr) * ((mc + g->mr - 1) / g->mr));
                 GEMM_PHASE(GEMM_PHASE_TILES,
                            gemm_macro_kernel(g, mc, nc, ku, abuf, bbuf, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf));
+                if (ep != NULL && ep->on_final.fn != NULL && pu + ku >= Ku && jc + nc >= n1) {
+                    if (n0 == 0 && n1 == ldc) {  // whole rows: one run
+                        ep->on_final.fn(ep->on_final.ctx, c + (size_t)ic * ldc, (size_t)mc * ldc);
+                    } else {
+                        for (int i = ic; i < ic + mc; i++) {
+                            ep->on_final.fn(ep->on_final.ctx, c + (size_t)i * ldc + n0, (size_t)(n1 - n0));
+                        }
+                    }
+                }
             }
             pu += ku;
         } while (pu < Ku);
@@ -698,13 +718,15 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
 // rows of A and the columns of B of its rectangle, so splitting N makes every thread pack all
 // of A, splitting M all of B: per unit of K the busiest thread does 2 rows cols flops and packs
 // rows + cols elements.
-static void gemm_thread_grid(const gemm_kernel *g, int M, int N, int nth, int *tm, int *tn) {
+// whole_rows: only M is split where it can be (an on_final hook is told of whole rows then).
+static void gemm_thread_grid(const gemm_kernel *g, int M, int N, int nth, int whole_rows, int *tm, int *tn) {
     const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
     double best = -1.0;
     *tm = 1;  // fewer tiles than threads along every split: one thread
     *tn = 1;
     for (int t = 1; t <= nth; t++) {
         if (nth % t != 0 || t > ntiles || nth / t > mtiles) { continue; }
+        if (whole_rows && t > 1 && best >= 0.0) { break; }
         const double rows = (double)((mtiles + nth / t - 1) / (nth / t)) * g->mr;
         const double cols = (double)((ntiles + t - 1) / t) * g->nr;
         const double cost = 2.0 * rows * cols + GEMM_PACK_FLOPS * (rows + cols);
@@ -767,7 +789,7 @@ static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff
     if (g->pack_b16 == NULL) { b16 = NULL; }
     if (b16 == NULL && b == NULL) { die("gemm: no fp32 B for the %s kernel (only a bf16 copy)", g->name); }
     int tm, tn;
-    gemm_thread_grid(g, M, N, gemm_max_threads(), &tm, &tn);
+    gemm_thread_grid(g, M, N, gemm_max_threads(), ep != NULL && ep->on_final.fn != NULL, &tm, &tn);
     gemm_buffers(tm * tn);
     #pragma omp parallel num_threads(tm * tn)
     {

@@ -167,7 +167,11 @@ static void profile_lap(Profile *p, ProfileKind kind, int pass) {
 // sum_of_squares (adamw.h) is summed as soon as the backward pass has finished every gradient
 // in it, a layer at a time (what of them is still in the caches: on Zen 4 little, the norm's
 // time went from 15-16 to 13 ms); gpt2_grad_norm then adds the blocks' totals up: the same
-// bits as the pass over all the gradients. A block's group: when it is final,
+// bits as the pass over all the gradients. Sooner still, the products of the weight gradients
+// sum the blocks inside the rows they finish while those rows are in the thread's cache
+// (grad_norm_final_run, through gemm.h's on_final hook; the classifier's only in its last
+// chunk, and not wte's rows that the encoder's backward adds to after); the blocks' groups
+// skip them. A block's group: when it is final,
 // 0 (the final LayerNorm's, and the gaps between tensors, never written) to L + 1 (wte and
 // wpe: after the encoder's backward, the last kernel); block l's slices are group L - l.
 // LLMC_NORM_IN_BACKWARD=0 turns it off (the pass after the backward, for comparisons).
@@ -178,6 +182,9 @@ typedef struct {
     int num_groups;       // L + 2
     int done_group;       // the groups up to it are summed
     int armed;
+    uint8_t *summed;      // (num_blocks) 1: summed already, by a product that finished it
+    uint64_t *wte_late;   // bit r: wte's gradient row r is still to get the encoder's backward's part
+    gemm_final_hook hook; // grad_norm_final_run, for the weight gradients' products while armed
 } GradNormSums;
 
 typedef struct {
@@ -218,6 +225,9 @@ typedef struct {
 } GPT2;
 
 static void grad_norm_progress(GPT2 *model, int final_from);
+static const gemm_final_hook *grad_norm_hook(GPT2 *model);
+static void grad_norm_mark_wte(GPT2 *model, const int *tokens, int N, int late);
+static void grad_norm_final_run(void *ctx, float *run, size_t n);
 
 static void backward_done(GPT2 *model, int final_from) {
     grad_norm_progress(model, final_from);
@@ -460,6 +470,8 @@ static void grad_norm_sums_free(GradNormSums *g) {
     sum_squares_blocks_free(&g->blocks);
     free(g->order);
     free(g->group_first);
+    free(g->summed);
+    free(g->wte_late);
     memset(g, 0, sizeof(*g));
 }
 
@@ -731,12 +743,12 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); gelu and ln2 recomputed
     BACKWARD(PROF_GELU, gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C), {"fch_gelu", s->fch_gelu, N, 4 * C});
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw,
-                                             gpt2_w16(model, w.fcprojw), N, 4 * C, C, dw));
+                                             gpt2_w16(model, w.fcprojw), N, 4 * C, C, dw, grad_norm_hook(model)));
     BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
     BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C),
              {"ln2", s->ln, N, C});
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, gpt2_w16(model, w.fcw), N, C,
-                                             4 * C, dw),
+                                             4 * C, dw, grad_norm_hook(model)),
              {"dln2", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
@@ -744,13 +756,14 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); ln1 recomputed. The
     // attention backward writes all of dqkv (its sums start from zero): no zeroing pass first.
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw,
-                                             gpt2_w16(model, w.attprojw), N, C, C, dw), {"datty", s->datty, N, C});
+                                             gpt2_w16(model, w.attprojw), N, C, C, dw, grad_norm_hook(model)),
+             {"datty", s->datty, N, C});
     BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
     BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C),
              {"ln1", s->ln, N, C});
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, gpt2_w16(model, w.qkvw), N, C,
-                                             3 * C, dw),
+                                             3 * C, dw, grad_norm_hook(model)),
              {"dln1", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean,
                                                 a.ln1_rstd, w.ln1w, N, C));
@@ -821,8 +834,10 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
                 model->observer(model->observer_ctx, "dlogits", -1, acts->logits, r0, rows, Vp);
             }
             const int overwrite_dwte = model->grads_overwrite && r0 == 0 ? MATMUL_OVERWRITE_DWEIGHT : 0;
+            // wte's gradient rows are final after the last chunk's product (but the tokens')
             matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x, model->params.wte,
-                               gpt2_w16(model, model->params.wte), rows, C, Vp, MATMUL_OVERWRITE_DINP | overwrite_dwte);
+                               gpt2_w16(model, model->params.wte), rows, C, Vp, MATMUL_OVERWRITE_DINP | overwrite_dwte,
+                               r0 + rows >= N ? grad_norm_hook(model) : NULL);
             bwd_lap(model, PROF_MATMUL);
         }
     }
@@ -866,6 +881,7 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
     gpt2_forward_to_lnf(model, inputs, B, T);
     check_tokens(model, targets, N, "target");
 
+    grad_norm_mark_wte(model, inputs, N, 1);  // the encoder's backward adds to these rows of wte's gradient last
     float loss = classifier(model, targets, N, loss_scale / N, acts->dln);
     observe(model, "dlnf", -1, acts->dln, N, C);
 
@@ -884,6 +900,7 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
     }
     // wte's gradient is final only now: the classifier and the encoder both add to it
     encoder_backward(model->grads.wte, model->grads.wpe, acts->dresidual, inputs, B, T, C);
+    grad_norm_mark_wte(model, inputs, N, 0);
     bwd_lap(model, PROF_ENCODER);
     backward_done(model, -1);
     model->grads_overwrite = 0;  // later micro-batches of the step add to the gradients
@@ -968,9 +985,53 @@ static void gpt2_grad_norm_arm(GPT2 *model) {
         for (size_t k = 0; k < nb; k++) { g->order[next[group[k]]++] = k; }
         free(next);
         free(group);
+        g->summed = malloc_or_die(nb > 0 ? nb : 1, "the gradient norm's block flags");
+        g->wte_late = calloc(((size_t)model->config.padded_vocab_size + 63) / 64, sizeof(uint64_t));
+        if (g->wte_late == NULL) { die("out of memory for the gradient norm's wte rows"); }
+        g->hook = (gemm_final_hook){grad_norm_final_run, model};
     }
+    memset(g->summed, 0, g->blocks.num_blocks);
     g->armed = 1;
     g->done_group = -1;
+}
+
+// The on_final hook of the weight gradients' products while armed (NULL otherwise).
+static const gemm_final_hook *grad_norm_hook(GPT2 *model) { return model->norm.armed ? &model->norm.hook : NULL; }
+
+// 1 if the encoder's backward has still to add to one of wte's gradient rows r0..r1.
+static int grad_norm_wte_late(const GradNormSums *g, size_t r0, size_t r1) {
+    for (size_t r = r0; r <= r1; r++) {
+        if (g->wte_late[r / 64] >> (r % 64) & 1) { return 1; }
+    }
+    return 0;
+}
+
+// A product's hook (gemm.h's on_final, any thread): the gradients in run (n floats) are final;
+// the blocks wholly inside it are summed now, while the run is in this thread's cache. Runs of
+// one product are disjoint, so are their blocks.
+static void grad_norm_final_run(void *ctx, float *run, size_t n) {
+    GPT2 *model = ctx;
+    GradNormSums *g = &model->norm;
+    const SumSquaresBlocks *s = &g->blocks;
+    const size_t lo = (size_t)(run - model->grads_memory), hi = lo + n, C = (size_t)model->config.channels;
+    const size_t wte0 = (size_t)(model->grads.wte - model->grads_memory), wte1 = wte0 + model->param_sizes[0];
+    for (size_t k = sum_squares_block_at(s, lo); k < s->num_blocks && s->start[k + 1] <= hi; k++) {
+        const size_t b0 = s->start[k], b1 = s->start[k + 1];
+        if (b0 >= wte0 && b0 < wte1 && grad_norm_wte_late(g, (b0 - wte0) / C, (b1 - 1 - wte0) / C)) { continue; }
+        s->sum[k] = sum_of_squares_block(model->grads_memory, b0, b1);
+        g->summed[k] = 1;
+    }
+}
+
+// The tokens (N) whose wte gradient rows the encoder's backward adds to: set (late = 1) before
+// the classifier's product, cleared after the encoder's backward.
+static void grad_norm_mark_wte(GPT2 *model, const int *tokens, int N, int late) {
+    GradNormSums *g = &model->norm;
+    if (!g->armed) { return; }
+    for (int i = 0; i < N; i++) {
+        const uint64_t bit = (uint64_t)1 << (tokens[i] % 64);
+        if (late) { g->wte_late[tokens[i] / 64] |= bit; } else { g->wte_late[tokens[i] / 64] &= ~bit; }
+    }
 }
 
 // backward_done's part: the blocks of the groups final now (final_from as backward_hook's).
@@ -980,7 +1041,7 @@ static void grad_norm_progress(GPT2 *model, int final_from) {
     const int final_group = final_from < 0 ? g->num_groups - 1 : model->config.num_layers - final_from;
     if (final_group <= g->done_group) { return; }
     const size_t first = g->group_first[g->done_group + 1], end = g->group_first[final_group + 1];
-    sum_squares_blocks_compute(&g->blocks, model->grads_memory, g->order + first, end - first);
+    sum_squares_blocks_compute(&g->blocks, model->grads_memory, g->order + first, end - first, g->summed);
     g->done_group = final_group;
     bwd_lap(model, PROF_GRAD_NORM);
 }

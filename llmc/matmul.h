@@ -113,16 +113,18 @@ static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC
 
 // dout is (BT, OC). dinp (BT, C) (+)= dout . weight, dweight (OC, C) (+)= dout^T . inp,
 // dbias (OC) (+)= column sums of dout; flags (MATMUL_OVERWRITE_*) pick = over += for each.
-// Any of dinp, dweight, dbias may be NULL to skip it.
+// Any of dinp, dweight, dbias may be NULL to skip it. dweight_final (or NULL) is told of rows
+// of dweight as the product finishes them (gemm.h's gemm_final_hook).
 static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const float *dout,
                                const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
-                               int OC, unsigned flags) {
+                               int OC, unsigned flags, const gemm_final_hook *dweight_final) {
     if (dinp != NULL) {
         const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
         gemm_ex(BT, C, OC, dout, OC, 1, weight, weight16, C, 1, dinp, C, &ep);
     }
     if (dweight != NULL) {
-        const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
+        gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
+        if (dweight_final != NULL) { ep.on_final = *dweight_final; }
         gemm(OC, C, BT, dout, 1, OC, inp, C, 1, dweight, C, &ep);
     }
     if (dbias != NULL) { matmul_backward_bias(dbias, dout, BT, OC, (flags & MATMUL_OVERWRITE_DBIAS) != 0); }
@@ -132,5 +134,5 @@ static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const 
 // of dout. dinp, dweight or dbias may be NULL to skip it.
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int BT, int C, int OC) {
-    matmul_backward_ex(dinp, dweight, dbias, dout, inp, weight, NULL, BT, C, OC, 0);
+    matmul_backward_ex(dinp, dweight, dbias, dout, inp, weight, NULL, BT, C, OC, 0, NULL);
 }

@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
                 double t0 = omp_get_wtime();
                 matmul_forward(out[k], inp, w, k ? w16 : NULL, NULL, BT, C, OC);
                 double t1 = omp_get_wtime();
-                matmul_backward_ex(dinp[k], NULL, NULL, dout, inp, w, k ? w16 : NULL, BT, C, OC, MATMUL_OVERWRITE_DINP);
+                matmul_backward_ex(dinp[k], NULL, NULL, dout, inp, w, k ? w16 : NULL, BT, C, OC, MATMUL_OVERWRITE_DINP, NULL);
                 double t2 = omp_get_wtime();
                 t[(k * 2 + 0) * reps + r] = (t1 - t0) * 1e3;
                 t[(k * 2 + 1) * reps + r] = (t2 - t1) * 1e3;

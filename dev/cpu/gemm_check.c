@@ -231,6 +231,63 @@ static void check_determinism(void) {
     }
 }
 
+// The on_final hook (gemm.h): every element of C told of once, and when told, already its
+// final value (a snapshot taken then equals C after the call); whole rows in one run where a
+// thread's share is whole rows. Shapes with several k blocks, with N split among the threads
+// (M too small to split), with ldc > N, accumulating into C; 1..4 threads.
+typedef struct {
+    const float *c;
+    float *snapshot;
+    unsigned char *told;  // times each element was told of (2 and more: told twice)
+    int runs;
+} final_log;
+static void log_final_run(void *ctx, float *run, size_t n) {
+    final_log *log = ctx;
+    const size_t at = (size_t)(run - log->c);
+    memcpy(log->snapshot + at, run, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { log->told[at + i] += log->told[at + i] < 255; }
+    #pragma omp atomic
+    log->runs++;
+}
+static void check_final_hook(void) {
+    const struct { int M, N, K, pad; } shapes[] = {
+        {768, 384, 1600, 0},  // whole rows (M split), several k blocks
+        {10, 2000, 700, 0},   // too few row tiles for 3 or 4 threads: N split, parts of rows
+        {300, 257, 900, 5},   // ldc > N: a row's part each
+        {50304 / 64, 768, 256, 0},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        const int M = shapes[i].M, N = shapes[i].N, K = shapes[i].K, ldc = N + shapes[i].pad;
+        float *a = make_random((size_t)M * K, 21), *b = make_random((size_t)K * N, 22);
+        float *c = malloc_or_die((size_t)M * ldc * sizeof(float), "c");
+        final_log log = {c, malloc_or_die((size_t)M * ldc * sizeof(float), "snapshot"), malloc_or_die((size_t)M * ldc, "told"), 0};
+        int ok = 1, whole = 1;
+        for (int t = 1; t <= 4; t++) {
+            fill_random(c, (size_t)M * ldc, 23);
+            memset(log.snapshot, 0, (size_t)M * ldc * sizeof(float));
+            memset(log.told, 0, (size_t)M * ldc);
+            log.runs = 0;
+            const gemm_epilogue ep = {.addend = c, .ld_addend = ldc, .on_final = {log_final_run, &log}};
+            set_threads(t);
+            gemm(M, N, K, a, K, 1, b, N, 1, c, ldc, &ep);
+            for (int r = 0; r < M; r++) {
+                for (int j = 0; j < ldc; j++) {
+                    const size_t e = (size_t)r * ldc + j;
+                    const int want = j < N;  // the padding past N: never told of
+                    ok &= log.told[e] == want && (!want || memcmp(&log.snapshot[e], &c[e], sizeof(float)) == 0);
+                }
+            }
+            // one thread has whole rows: a run per row block, not per row (when ldc = N)
+            if (t == 1 && ldc == N) { whole &= log.runs < M; }
+        }
+        char name[160];
+        snprintf(name, sizeof(name), "%s on_final hook: each element told of once, final when told, 1..4 threads: M=%d N=%d K=%d ldc=%d",
+                 mode_name, M, N, K, ldc);
+        report(name, ok && whole, ok ? "one thread told of each row apart" : "an element told of twice, never, or before its final value");
+        free(a); free(b); free(c); free(log.snapshot); free(log.told);
+    }
+}
+
 // The wrappers in matmul.h against float64, on a GPT-2-like and an odd shape.
 static void check_matmul_wrappers(int BT, int C, int OC) {
     set_threads(2);
@@ -328,7 +385,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
             fill_random(dw, n_w, 98);
             fill_random(db, OC, 97);
             matmul_backward_ex(dinp, dw, db, dout, inp, w, NULL, BT, C, OC,
-                               MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT | MATMUL_OVERWRITE_DBIAS);
+                               MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT | MATMUL_OVERWRITE_DBIAS, NULL);
         }
     }
     // NULL outputs are skipped
@@ -578,6 +635,7 @@ static void check_b16_copy(void) {
 static void check_all_gemms(void) {
     check_problems();
     check_determinism();
+    check_final_hook();
     check_matmul_wrappers(32, 768, 2304);
     check_matmul_wrappers(87, 57, 171);
     check_matmul_wrappers(1, 1, 1);

@@ -88,6 +88,8 @@ MUTANTS=(
     "llmc/gemm.h|s/ + (size_t)(ic - m0) \* gemm_panel_words(g, ku);/;/|0|every row block of the shared packed A read from the first one's place"
     "llmc/gemm.h|s/panels \* (part + 1) \/ parts \* g->mr);/panels * (part + 1) \/ parts * g->mr - g->mr);/|0|each thread's share of the shared A packing one panel short"
     "llmc/gemm_kernel.h|s/gelu_vec(\*(const gemm_vfu \*)(val + i \* ld_val + j))/gelu_vec(*(const gemm_vfu *)(val + i * width + j))/|1|the GELU of a full native tile reading its value (in pre) a scratch tile's row length apart"
+    "llmc/gemm.h|s/pu + ku >= Ku \&\& jc + nc >= n1/pu == 0 \&\& jc + nc >= n1/|0|the on_final hook told of C after the first k block, not the last"
+    "llmc/gemm.h|s/if (n0 == 0 \&\& n1 == ldc) {  \/\/ whole rows/if (n1 == ldc) {  \/\/ whole rows/|0|the on_final hook told of whole rows where the thread has only the right part of each"
     "llmc/gemm_kernel_amx.h|s/_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 \* p + 16), _mm512_loadu_ps(row + 2 \* p))/_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p), _mm512_loadu_ps(row + 2 * p + 16))/|2|AMX A packing: a row's two halves of 16 pairs swapped"
     "llmc/gemm_kernel_amx.h|s/GEMM_AMX_LOAD(5, aq + 16 \* 64, 64);/GEMM_AMX_LOAD(5, aq, 64);/|2|AMX tile: rows 16-31 multiplied from rows 0-15's A tile"
     "llmc/gemm_kernel_amx.h|s/v\[j\] = _mm512_load_si512((const void \*)(stage + (size_t)(16 \* q + j) \* GEMM_AMX_MR + g));/v[j] = _mm512_load_si512((const void *)(stage + (size_t)(16 * q + j) * GEMM_AMX_MR));/|2|AMX A packing of a transposed A: rows 16-31 of a panel staged from rows 0-15"

@@ -280,5 +280,13 @@ else
         if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what"; fi
     fi
+    # the products sum the blocks of the rows they finish (gemm.h's on_final); wte's rows of the
+    # batch's tokens must wait for the encoder's backward
+    what="the gradient norm's blocks of wte's token rows summed by the classifier's product, before the encoder's backward adds to them"
+    if build_mutant llmc/gpt2.h 's/if (g->wte_late\[r \/ 64\] >> (r % 64) \& 1) { return 1; }/(void)g;/' "$what"; then
+        recompute_run build/mutant/train_gpt2 fp32 0 "$tmp/mutant"
+        if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+        else pass "mutant caught: $what"; fi
+    fi
     rm -rf build/mutant
 fi
