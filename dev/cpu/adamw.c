@@ -9,6 +9,9 @@ Kernels and versions:
     1  the simple code: scalar (GCC does not vectorize it: sqrtf sets errno)
     2  vectorized, sqrtf lane by lane (exact, but scalar square roots)
     3  llmc/adamw.h: vectorized, vec_sqrt (Newton, within 1 ulp)
+    4  llmc/adamw.h with the bf16 copy of the parameters written in the same pass (the bf16
+       step's AdamW: 2 more bytes a parameter, by non-temporal stores unless built with
+       -DADAMW_STREAM_BF16=0); the copy is checked against the rounded parameters
   sum_of_squares   sum of g^2 over the gradients, in double (gpt2_grad_norm)
     1  the simple code of gpt2_grad_norm: 64 parts, a double running sum each
     2  llmc/adamw.h: the same 64 parts, blocks of 1024 in float vectors into a double
@@ -17,7 +20,8 @@ Kernels and versions:
     2  llmc/adamw.h zero_floats: all threads, non-temporal stores of whole lines
 
 n = 124,475,904 floats (GPT-2 124M's parameters with Vp = 50304), and an odd 1,000,003.
-Bytes per call: AdamW reads params, grads, m, v and writes params, m, v: 7 n floats;
+Bytes per call: AdamW reads params, grads, m, v and writes params, m, v: 7 n floats (7.5 with
+the bf16 copy);
 sum of squares reads n; zeroing writes n.
 */
 #include "common.h"
@@ -83,20 +87,35 @@ typedef struct {
     float *params, *m, *v, *sum, *zeroed;
     const float *grads;
     size_t n;
+    uint16_t *params16;  // version 4's bf16 copy
 } Args;
 
 #define ADAMW_ARGS(a) a->params, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3
 static void adamw1(void *p) { Args *a = p; adamw_update1(ADAMW_ARGS(a)); }
 static void adamw2(void *p) { Args *a = p; adamw_update2(ADAMW_ARGS(a)); }
 static void adamw3(void *p) { Args *a = p; adamw_update(ADAMW_ARGS(a)); }
+static void adamw4(void *p) {
+    Args *a = p;
+    adamw_update_ex(a->params, a->params16, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
+}
+// 1 if version 4's bf16 copy is not the round-to-nearest-even bits of its parameters (no NaN here)
+static int params16_wrong(const Args *a) {
+    for (size_t i = 0; i < a->n; i++) {
+        uint32_t w;
+        memcpy(&w, &a->params[i], 4);
+        if (a->params16[i] != (uint16_t)((w + 0x7fffu + ((w >> 16) & 1u)) >> 16)) { return 1; }
+    }
+    return 0;
+}
 static void sumsq1(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares1(a->grads, a->n); }
 static void sumsq2(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares(a->grads, a->n); }
 static void zero1(void *p) { Args *a = p; memset(a->zeroed, 0, a->n * sizeof(float)); }
 static void zero2(void *p) { Args *a = p; zero_floats(a->zeroed, a->n); }
 
-typedef struct { const char *kernel; void (*fn[3])(void *); const char *what[3]; double floats; } Kernel;
+typedef struct { const char *kernel; void (*fn[4])(void *); const char *what[4]; double floats; } Kernel;
 static const Kernel KERNELS[] = {
-    {"adamw_update", {adamw1, adamw2, adamw3}, {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt"}, 7},
+    {"adamw_update", {adamw1, adamw2, adamw3, adamw4},
+     {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt", "llmc: and the bf16 copy"}, 7},
     {"sum_of_squares", {sumsq1, sumsq2}, {"simple (double running sums)", "llmc: float vector blocks into double"}, 1},
     {"zero", {zero1, zero2}, {"memset", "llmc: parallel, non-temporal stores"}, 1},
 };
@@ -115,7 +134,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n; i += 1000) { v0[i] = 0.0f; m0[i] = 0.0f; }  // as in the padded rows of wte
         Args a = {aligned_alloc_or_die(n * 4, "params"), aligned_alloc_or_die(n * 4, "m"),
                   aligned_alloc_or_die(n * 4, "v"), aligned_alloc_or_die(4, "sum"), aligned_alloc_or_die(n * 4, "zeroed"),
-                  grads, n};
+                  grads, n, aligned_alloc_or_die(n * 2, "params16")};
         for (size_t k = 0; k < sizeof(KERNELS) / sizeof(KERNELS[0]); k++) {
             const Kernel *K = &KERNELS[k];
             Outputs o = {0};
@@ -128,17 +147,21 @@ int main(int argc, char **argv) {
             } else {
                 outputs_add(&o, "zeroed", a.zeroed, params0, n);
             }
-            for (int v = 1; v <= 3 && K->fn[v - 1] != NULL; v++) {
+            for (int v = 1; v <= 4 && K->fn[v - 1] != NULL; v++) {
                 if (v == 1 || only == 0 || only == v) {
                     char what[96];
                     snprintf(what, sizeof(what), "%s: %s", K->kernel, K->what[v - 1]);
-                    fails += !run_version(shape, v, what, K->fn[v - 1], &a, &o, K->floats * n * sizeof(float),
+                    fails += !run_version(shape, v, what, K->fn[v - 1], &a, &o, (K->floats + (k == 0 && v == 4) * 0.5) * n * sizeof(float),
                                           1e-6, only == 0 || only == v);
+                    if (k == 0 && v == 4 && params16_wrong(&a)) {
+                        printf("  %s: version 4's bf16 copy is not its parameters rounded\n", shape);
+                        fails++;
+                    }
                 }
             }
             outputs_free(&o);
         }
-        free(a.params); free(a.m); free(a.v); free(a.sum); free(a.zeroed);
+        free(a.params); free(a.m); free(a.v); free(a.sum); free(a.zeroed); free(a.params16);
         free(params0); free(grads); free(m0); free(v0);
     }
     printf("%s\n", fails ? "FAIL" : "OK: every version matches version 1");
