@@ -23,7 +23,7 @@
 # STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024;
 # TS (default "64 1024") the sequence lengths timed (TS=64 fits checks and train in one 10-minute call);
 # PATHS (default "fp32 amx avx512bf16 emulated") our runs at each T, TORCH_MODES (default "bf16 fp32
-# bf16-compiled fp32-compiled") PyTorch's (torch.compile takes 40-90 s to warm up at each).
+# bf16-compiled fp32-compiled"; set but empty: none) PyTorch's (torch.compile takes 40-90 s to warm up at each).
 # A folder BASELINE (default baseline/, where present: another version's Makefile, train_gpt2.c and
 # llmc/) is built too and its train_gpt2 timed beside ours at T=64 (fp32, bf16), in the same run.
 set -u
@@ -35,7 +35,7 @@ STEPS1024=${STEPS1024:-2}
 TORCH1024=${TORCH1024:-1}
 TS=${TS:-64 1024}
 PATHS=${PATHS:-fp32 amx avx512bf16 emulated}
-TORCH_MODES=${TORCH_MODES:-bf16 fp32 bf16-compiled fp32-compiled}
+TORCH_MODES=${TORCH_MODES-bf16 fp32 bf16-compiled fp32-compiled}  # set but empty: none
 GEMM_ROUNDS=${GEMM_ROUNDS:-3}
 GEMM_PATH=${GEMM_PATH:-amx}
 PY=${PY:-python3}
