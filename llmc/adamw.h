@@ -80,6 +80,16 @@ static inline void adamw_stream_fence(void) {
 #endif
 }
 
+// dst[0..n) = the bf16 bits of x: streamed where stream is set and the vector is whole
+// (the caller checked adamw_can_stream once for the array), else by plain stores.
+VEC_INLINE void vec_put_bf16(uint16_t *dst, vfloat x, int n, int stream) {
+    if (stream && n == VEC_WIDTH) {
+        vec_stream_bf16(dst, x);
+    } else {
+        vec_store_bf16_partial(dst, x, n);
+    }
+}
+
 // dst (n) = the bf16 bits of src (n), as vec_store_bf16_partial: one parallel pass (gpt2.h
 // refreshes its bf16 copy of the weights with it after anything but AdamW changed them).
 static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
@@ -89,11 +99,7 @@ static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
         #pragma omp for schedule(static)
         for (size_t i = 0; i < n; i += VEC_WIDTH) {
             const int k = n - i < VEC_WIDTH ? (int)(n - i) : VEC_WIDTH;
-            if (stream && k == VEC_WIDTH) {
-                vec_stream_bf16(dst + i, vec_load(src + i));
-            } else {
-                vec_store_bf16_partial(dst + i, vec_load_partial(src + i, k), k);
-            }
+            vec_put_bf16(dst + i, vec_load_partial(src + i, k), k, stream);
         }
         adamw_stream_fence();
     }
@@ -125,11 +131,7 @@ static void adamw_update_ex(float *params, uint16_t *params16, const float *grad
             const vfloat p = vec_load_partial(params + i, k);
             const vfloat np = p * decay - step_size * mi / (vec_sqrt(vi) / sqrt_bias_correction2 + eps);
             vec_store_partial(params + i, np, k);
-            if (stream16 && k == VEC_WIDTH) {
-                vec_stream_bf16(params16 + i, np);
-            } else if (params16 != NULL) {
-                vec_store_bf16_partial(params16 + i, np, k);
-            }
+            if (params16 != NULL) { vec_put_bf16(params16 + i, np, k, stream16); }
         }
         adamw_stream_fence();
     }
