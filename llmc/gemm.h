@@ -38,12 +38,15 @@ When M is split, each thread packs all of B; when N is split, the threads of a g
 the same rows of A: where all of them packed fit gemm_shared_a, they pack them once together
 (all of K, a share of the panels each) and meet at one barrier, otherwise each packs all of
 A itself. The grid minimizes the busiest thread's flops plus packing, which keeps the threads
-equally loaded and duplicates the cheaper operand. The k order of every sum is fixed by K
-alone, so the results are bit-identical for any thread count.
+equally loaded and duplicates the cheaper operand. A thread whose rectangle spans more than one
+B block (nc columns) would pack its rows of A again for each: where they fit gemm_thread_a, it
+packs them once, all of K, before its first block (GEMM_PACK_A_ONCE). The k order of every sum
+is fixed by K alone, so the results are bit-identical for any thread count.
 
 Memory. Each OpenMP thread number owns one packing buffer of GEMM_MC*GEMM_KC + GEMM_KC*GEMM_NC
 floats (4.1 MiB for the AVX2 variant), allocated by the first gemm that runs with that many
-threads (or by gemm_init), and with two threads or more one shared buffer for A of 4 MiB,
+threads (or by gemm_init), with two threads or more one shared buffer for A of 4 MiB, and,
+from the first call that packs A once per thread (AMX at T=1024), one such buffer per thread,
 all kept until the process exits: calls after the first allocate nothing.
 The buffers are per translation unit (static) and per thread number, so gemm refuses to run
 inside a parallel region (where two teams' thread 0 would share one): call it from serial code.
@@ -529,6 +532,15 @@ static float *gemm_thread_buffer[GEMM_MAX_THREADS];
 // re-packing A for each of the 7 column blocks of a thread).
 #define GEMM_SHARED_A_WORDS (1 << 20)
 static float *gemm_shared_a;
+// A thread's own rows of A packed once for all its B blocks (see the top of this file): the
+// same size. On AMX (1024-column blocks) T=1024's products with N = 2304 and 3072 (qkv and fc
+// forward, fc proj's input and weight gradients) packed their A three times: packed once, their
+// pack-A time fell by half or more and the four ran 1.02x faster on the lent Xeon (gemm_ab, median
+// of 7 rounds; the later blocks' A panels now come from L3 instead of a fresh packing in L2).
+#ifndef GEMM_PACK_A_ONCE
+#define GEMM_PACK_A_ONCE 1
+#endif
+static float *gemm_thread_a[GEMM_MAX_THREADS];
 // With A packed once, a B block may be small at no cost in packing A again: 256 columns keep
 // the source of the next block (fetched into L2 while this one runs: 393 KB in bf16 at
 // GEMM_BF16_KCP) in L2 beside this block and A's block. Measured on Zen 4 (1 MiB L2): the LM
@@ -538,11 +550,15 @@ static float *gemm_shared_a;
 
 // Makes sure threads 0..nth-1 have their packing buffers: allocated here, in serial code, the
 // first time a thread count is seen (each buffer's pages are first touched by its thread).
-static void gemm_buffers(int nth) {
+// a_once: the call packs A once per thread (gemm_thread_a).
+static void gemm_buffers(int nth, int a_once) {
     if (nth > GEMM_MAX_THREADS) { die("gemm: %d threads, at most %d supported", nth, GEMM_MAX_THREADS); }
     for (int t = 0; t < nth; t++) {
         if (gemm_thread_buffer[t] == NULL) {
             gemm_thread_buffer[t] = aligned_alloc_or_die(sizeof(float) * gemm_buffer_words(), "gemm packing buffer");
+        }
+        if (a_once && gemm_thread_a[t] == NULL) {
+            gemm_thread_a[t] = aligned_alloc_or_die(sizeof(float) * GEMM_SHARED_A_WORDS, "gemm packed A buffer");
         }
     }
     if (nth > 1 && gemm_shared_a == NULL) {
@@ -559,7 +575,7 @@ static int gemm_max_threads(void) {
 }
 
 // Allocates the packing buffers of all OpenMP threads now rather than in the first gemm call.
-static void gemm_init(void) { gemm_buffers(gemm_max_threads()); }
+static void gemm_init(void) { gemm_buffers(gemm_max_threads(), 0); }
 
 // The epilogue of the tile at (row, col) of C: its cin (C itself after the first k block, else
 // the caller's addend) and, in the last k block, the caller's bias, GELU and pre.
@@ -639,14 +655,14 @@ static void gemm_pack_a_all(const gemm_kernel *g, int part, int parts, int m0, i
 
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
 // own buffer; A comes packed already (gemm_pack_a_all) where apacked is not NULL.
-// b16: B from its bf16 copy (g->pack_b16) instead of b, or NULL.
+// b16: B from its bf16 copy (g->pack_b16) instead of b, or NULL. nc: columns per B block at most.
 static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1, int K, const float *a,
                            ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
-                           float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf, const float *apacked) {
+                           float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf, const float *apacked, int nc_block) {
     const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     const int arows = (m1 - m0 + g->mr - 1) / g->mr * g->mr;  // rows of each block of apacked
     float *bbuf = buf + (size_t)g->mc * gemm_panel_words(g, g->kc);
-    const int nc_max = gemm_block_size(n1 - n0, apacked != NULL ? GEMM_SHARED_NC : g->nc, g->nr);
+    const int nc_max = gemm_block_size(n1 - n0, nc_block, g->nr);
     const int mc_max = gemm_block_size(m1 - m0, g->mc, g->mr);
     const int fetch = g->fetch_next;  // the next blocks' sources (see below)
     for (int jc = n0; jc < n1; jc += nc_max) {
@@ -745,6 +761,13 @@ static int gemm_share_a(const gemm_kernel *g, int tn, int M, int K) {
     return tn > 1 && rows * gemm_panel_words(g, gemm_k_units(g, K)) <= GEMM_SHARED_A_WORDS;
 }
 
+// 1 if a thread with rows [m0, m1) and columns [n0, n1) of C packs its rows of A once into
+// gemm_thread_a (see there): more than one B block, and all of K fits.
+static int gemm_a_once(const gemm_kernel *g, int m0, int m1, int n0, int n1, int K) {
+    const size_t rows = (size_t)(m1 - m0 + g->mr - 1) / g->mr * g->mr;
+    return GEMM_PACK_A_ONCE && n1 - n0 > g->nc && rows * gemm_panel_words(g, gemm_k_units(g, K)) <= GEMM_SHARED_A_WORDS;
+}
+
 // The team's barrier, as a call (GEMM_PHASE times it).
 static void gemm_barrier(void) {
     #pragma omp barrier
@@ -764,13 +787,18 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
     const int n1 = gemm_min(N, (int)((long)ntiles * (tj + 1) / tn) * g->nr);
     if (g->thread_init != NULL) { g->thread_init(); }
     const float *apacked = NULL;
+    int nc = g->nc;
     if (share_a) {
         float *group = gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K));
         GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, tj, tn, m0, m1, K, a, rs_a, cs_a, group));
         GEMM_PHASE(GEMM_PHASE_WAIT, gemm_barrier());
         apacked = group;
+        nc = GEMM_SHARED_NC;
+    } else if (gemm_thread_a[tid] != NULL && gemm_a_once(g, m0, m1, n0, n1, K)) {
+        GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, 0, 1, m0, m1, K, a, rs_a, cs_a, gemm_thread_a[tid]));
+        apacked = gemm_thread_a[tid];
     }
-    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid], apacked);
+    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid], apacked, nc);
 }
 
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
@@ -790,7 +818,9 @@ static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff
     if (b16 == NULL && b == NULL) { die("gemm: no fp32 B for the %s kernel (only a bf16 copy)", g->name); }
     int tm, tn;
     gemm_thread_grid(g, M, N, gemm_max_threads(), ep != NULL && ep->on_final.fn != NULL, &tm, &tn);
-    gemm_buffers(tm * tn);
+    // the largest rectangle of the grid, and the whole of C (a team of one, below): packs A once?
+    const int rows_max = ((M + g->mr - 1) / g->mr + tm - 1) / tm * g->mr, cols_max = ((N + g->nr - 1) / g->nr + tn - 1) / tn * g->nr;
+    gemm_buffers(tm * tn, gemm_a_once(g, 0, rows_max, 0, cols_max, K) || gemm_a_once(g, 0, M, 0, N, K));
     #pragma omp parallel num_threads(tm * tn)
     {
 #ifdef _OPENMP

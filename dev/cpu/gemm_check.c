@@ -175,22 +175,29 @@ static void check_problems(void) {
         }
         free(c); free(pre);
     }
-    // N split among 2 and 4 threads with A packed once for all of them (gemm.h, gemm_shared_a):
-    // A in two row blocks, each thread's columns in several blocks, several k blocks
-    // (the smallest such problems: their float64 references cost as much as all the random ones)
-    const problem shared_a[] = {{300, 600, 390, 0, 1, 1, 1, 0, 0}, {300, 600, 391, 1, 0, 2, 0, 1, 1}};
-    for (int i = 0; i < 2; i++) {
-        const problem p = shared_a[i];
+    // A packed once: for all the threads of a grid row, N split among 2 and 4 threads (gemm.h,
+    // gemm_shared_a): A in two row blocks, each thread's columns in several blocks, several k
+    // blocks (the smallest such problems: their float64 references cost as much as all the random
+    // ones); and by a thread for all of its B blocks (gemm_thread_a): one thread with more columns
+    // than any kernel's B block, and two splitting M with more than AMX's 1024 columns each
+    static const struct { problem p; int threads; const char *what; } packed_once[] = {
+        {{300, 600, 390, 0, 1, 1, 1, 0, 0}, 2, "A packed once for the threads of a grid row"},
+        {{300, 600, 391, 1, 0, 2, 0, 1, 1}, 4, "A packed once for the threads of a grid row"},
+        {{40, 4200, 391, 0, 1, 1, 1, 0, 0}, 1, "A packed once by a thread for its B blocks"},
+        {{1216, 1060, 100, 1, 0, 2, 0, 1, 1}, 2, "A packed once by each thread for its B blocks"},
+    };
+    for (size_t i = 0; i < sizeof(packed_once) / sizeof(packed_once[0]); i++) {
+        const problem p = packed_once[i].p;
         float *c = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "c");
         float *pre = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "pre");
-        double e = run_problem(&p, 2 + 2 * i, c, pre, 1);
+        double e = run_problem(&p, packed_once[i].threads, c, pre, 1);
         count++;
         if (e > worst_all) { worst_all = e; }
         if (!(e <= 1.0)) {
             if (fails++ < 5) {
                 snprintf(name, sizeof(name), "%s gemm M=%d N=%d K=%d, %d threads: error %.3g x the bound", mode_name, p.M,
-                         p.N, p.K, 2 + 2 * i, e);
-                report(name, 0, "A packed once for the threads of a grid row");
+                         p.N, p.K, packed_once[i].threads, e);
+                report(name, 0, packed_once[i].what);
             }
         }
         free(c); free(pre);
@@ -209,6 +216,7 @@ static void check_determinism(void) {
         {100, 1000, 300, 0, 1, 1, 1, 1, 1},  // GELU epilogue
         {87, 171, 57, 1, 1, 1, 1, 0, 0},
         {300, 600, 390, 0, 1, 0, 1, 0, 0},  // N split, A packed once for the threads (2, 3 or 4)
+        {40, 4200, 200, 0, 1, 0, 1, 0, 0},  // more columns than a B block: A packed once by each thread
     };
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         const problem *p = &shapes[i];
