@@ -546,7 +546,9 @@ static float *gemm_thread_a[GEMM_MAX_THREADS];
 // GEMM_BF16_KCP) in L2 beside this block and A's block. Measured on Zen 4 (1 MiB L2): the LM
 // head's forward 15% faster in bf16, 4% in fp32, than with blocks of GEMM_NC (its source
 // came from L3, where L2 had evicted it; 128 to 256 columns measured alike).
+#ifndef GEMM_SHARED_NC
 #define GEMM_SHARED_NC 256
+#endif
 
 // Makes sure threads 0..nth-1 have their packing buffers: allocated here, in serial code, the
 // first time a thread count is seen (each buffer's pages are first touched by its thread).
