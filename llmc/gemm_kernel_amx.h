@@ -213,12 +213,12 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
 // The 32 x 32 tile (its mr x nr corner written) over kw pairs (a multiple of 16). The four
 // accumulator tiles start from cin where there is one (C itself after the first k block, or
 // the caller's addend), loaded straight from it, and a whole tile without bias or GELU is
-// stored straight to C: no pass of the shared epilogue over a scratch copy. Other tiles (the
-// edges of C, the last k block of a product with bias or GELU) go through the scratch tile and
-// gemm_tile_finish. The addend thus enters TDPBF16PS's accumulation, which flushes a subnormal
-// accumulator to zero, as it does its other denormals. GEMM_AMX_C_IN_TILES=0 builds the older
-// way: the sums from zero, then always the scratch tile and the epilogue (dev/cpu/gemm_ab
-// times the two).
+// stored straight to C: no pass of the shared epilogue over a scratch copy. Other tiles go through
+// the scratch tile: a whole tile of the last k block of a product with bias or GELU then through
+// gemm_amx_finish_whole (below), the edges of C through gemm_tile_finish. The addend thus enters
+// TDPBF16PS's accumulation, which flushes a subnormal accumulator to zero, as it does its other
+// denormals. GEMM_AMX_C_IN_TILES=0 builds the older way: the sums from zero, then always the
+// scratch tile and the epilogue (dev/cpu/gemm_ab times the two).
 #ifndef GEMM_AMX_C_IN_TILES
 #define GEMM_AMX_C_IN_TILES 1
 #endif
