@@ -35,18 +35,11 @@ in dev/cpu/adamw.c, which times them.
 #define ADAMW_STREAM_BF16 1  // 0: the bf16 copy by plain stores (for A/B timing)
 #endif
 
-// The bf16 bits of n <= VEC_WIDTH floats into dst[0..n): round-to-nearest-even, NaN kept (quieted),
-// exactly gemm_bf16_bits (gemm_kernel_bf16.h) lane by lane, so that a copy written here is what
-// the bf16 GEMM's packing would round the floats to.
-typedef uint32_t adamw_vu32 __attribute__((vector_size(VEC_WIDTH * sizeof(float))));
+// The bf16 bits of n <= VEC_WIDTH floats into dst[0..n): vec_bf16_bits32 (vecmath.h), which
+// rounds exactly as the bf16 GEMM's packing does, so that the copy written here is what the
+// packing would round the floats to.
 typedef uint16_t adamw_vu16 __attribute__((vector_size(VEC_WIDTH * sizeof(uint16_t))));
-VEC_INLINE adamw_vu16 vec_bf16_bits(vfloat x) {
-    const adamw_vu32 w = (adamw_vu32)x;
-    const adamw_vu32 nan = (adamw_vu32)((w & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
-    const adamw_vu32 rounded = w + 0x7fffu + ((w >> 16) & 1u);  // ties go to the even bf16
-    const adamw_vu32 bits = ((rounded & ~nan) | ((w | 0x00400000u) & nan)) >> 16;
-    return __builtin_convertvector(bits, adamw_vu16);
-}
+VEC_INLINE adamw_vu16 vec_bf16_bits(vfloat x) { return __builtin_convertvector(vec_bf16_bits32(x) >> 16, adamw_vu16); }
 VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, vfloat x, int n) {
     const adamw_vu16 h = vec_bf16_bits(x);
     if (n == VEC_WIDTH) {

@@ -74,6 +74,18 @@ VEC_INLINE vfloat vec_load(const float *p) { return *(const vfloat_u *)p; }
 VEC_INLINE void vec_store(float *p, vfloat v) { *(vfloat_u *)p = v; }
 VEC_INLINE vfloat vec_set1(float x) { return (vfloat){0} + x; }
 
+// x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero: to nearest, ties to
+// even, a NaN kept and quieted; in each lane exactly gemm_bf16_bits (gemm_kernel_bf16.h), so the
+// bf16 GEMM's packing, attention and AdamW's bf16 copy of the weights all round alike.
+typedef uint32_t vuint __attribute__((vector_size(VEC_WIDTH * sizeof(float))));
+VEC_INLINE vuint vec_bf16_bits32(vfloat x) {
+    const vuint w = (vuint)x;
+    const vuint nan = (vuint)((w & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
+    const vuint rounded = w + 0x7fffu + ((w >> 16) & 1u);           // ties go to the even bf16
+    return ((rounded & ~nan) | ((w | 0x00400000u) & nan)) & 0xffff0000u;
+}
+VEC_INLINE vfloat vec_bf16_round(vfloat x) { return (vfloat)vec_bf16_bits32(x); }
+
 // The first n <= VEC_WIDTH floats at p, the other lanes 0; and its store: for the tail of
 // a row, so that every element goes through the same vector arithmetic.
 VEC_INLINE vfloat vec_load_partial(const float *p, int n) {
