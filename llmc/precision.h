@@ -8,7 +8,8 @@ nothing is decided lazily later, so no kernel decides it from inside a parallel 
 bf16 paths, each CPU's fastest where present, in this order:
     amx         Intel AMX TDPBF16PS tiles (Xeon 4th generation and later) for the GEMM and
                 attention; the GEMV runs vdpbf16ps (every AMX CPU has AVX512_BF16)
-    avx512bf16  vdpbf16ps (AVX512_BF16: AMD Zen 4/5, Intel Cooper Lake and AMX CPUs)
+    avx512bf16  vdpbf16ps (AVX512_BF16: AMD Zen 4/5, Intel Cooper Lake and AMX CPUs), where it
+                is measured faster than the fp32 FMA (AMD's; not Intel's, at a quarter of the rate)
     emulated    fp32 FMAs over bf16-rounded operands: the same bits as vdpbf16ps (gemm_kernel_bf16.h)
 The environment variable LLMC_BF16_PATH=amx|avx512bf16|emulated forces one (an error if this
 CPU lacks it); LLMC_BF16_EMULATE=1 is LLMC_BF16_PATH=emulated.
@@ -20,7 +21,8 @@ CPU lacks it); LLMC_BF16_EMULATE=1 is LLMC_BF16_PATH=emulated.
 
 #include "gemm_kernel_amx.h"   // gemm_amx_available
 #include "gemm_kernel_bf16.h"  // gemm_bf16_native_available
-#include "utils.h"             // die
+#include "utils.h"             // die, now_seconds
+#include "vecmath.h"
 
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
 typedef enum { BF16_PATH_EMULATED = 0, BF16_PATH_AVX512BF16 = 1, BF16_PATH_AMX = 2 } Bf16Path;
@@ -43,10 +45,66 @@ static int bf16_path_available(Bf16Path p) {
     }
 }
 
-// The fastest path this CPU has (the order above).
+// Between vdpbf16ps and the emulated path: how many more multiply-adds a second one core does
+// by vdpbf16ps (32 a 512-bit instruction) than by the fp32 FMA the emulated path runs (VEC_WIDTH
+// an instruction), measured once, in about a millisecond: 12 independent chains of each on
+// registers only, each timed 3 times after a warm-up, the best kept. 2.0 on AMD Zen 4 (2026-11-26);
+// 0.49 on an Intel Xeon (family 6 model 207, AMX not exposed by its VM, 2026-11-28), whose
+// vdpbf16ps issues at a quarter of its FMA rate: there the emulated path is the faster.
+#define BF16_RATE_CHAINS 12
+static volatile float bf16_rate_sink;
+static double bf16_fma_rate(long iters) {
+    vfloat acc[BF16_RATE_CHAINS];
+    const vfloat a = vec_set1(0.999999f), b = vec_set1(1e-7f);
+    for (int c = 0; c < BF16_RATE_CHAINS; c++) { acc[c] = vec_set1((float)c); }
+    const double t0 = now_seconds();
+    for (long it = 0; it < iters; it++) {
+        #pragma GCC unroll 12
+        for (int c = 0; c < BF16_RATE_CHAINS; c++) { acc[c] = acc[c] * a + b; }
+    }
+    const double seconds = now_seconds() - t0;
+    for (int c = 0; c < BF16_RATE_CHAINS; c++) { bf16_rate_sink += acc[c][0]; }
+    return (double)VEC_WIDTH * BF16_RATE_CHAINS * (double)iters / seconds;
+}
+#if GEMM_HAVE_BF16_KERNEL
+GEMM_BF16_TARGET static double bf16_dot_rate(long iters) {
+    __m512 acc[BF16_RATE_CHAINS];
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+    for (int c = 0; c < BF16_RATE_CHAINS; c++) { acc[c] = _mm512_set1_ps((float)c); }
+    const double t0 = now_seconds();
+    for (long it = 0; it < iters; it++) {
+        #pragma GCC unroll 12
+        for (int c = 0; c < BF16_RATE_CHAINS; c++) { acc[c] = _mm512_dpbf16_ps(acc[c], a, a); }
+    }
+    const double seconds = now_seconds() - t0;
+    for (int c = 0; c < BF16_RATE_CHAINS; c++) { bf16_rate_sink += _mm512_reduce_add_ps(acc[c]); }
+    return 32.0 * BF16_RATE_CHAINS * (double)iters / seconds;
+}
+#endif
+static double bf16_dot_over_fma(void) {
+    static double ratio = 0.0;  // 0: not measured yet
+#if GEMM_HAVE_BF16_KERNEL
+    if (ratio == 0.0 && bf16_path_available(BF16_PATH_AVX512BF16)) {
+        const long iters = 20000;  // 240k instructions: 0.1-0.5 ms each
+        bf16_dot_rate(iters);      // warm-up: the 512-bit units power up, the clocks settle
+        bf16_fma_rate(iters);
+        double dot = 0.0, fma = 0.0;
+        for (int r = 0; r < 3; r++) {
+            const double d = bf16_dot_rate(iters), f = bf16_fma_rate(iters);
+            if (d > dot) { dot = d; }
+            if (f > fma) { fma = f; }
+        }
+        ratio = dot / fma;
+    }
+#endif
+    return ratio;
+}
+
+// The fastest path this CPU has: AMX where present, else vdpbf16ps where it does more
+// multiply-adds a second than the fp32 FMA (bf16_dot_over_fma), else the emulated path.
 static Bf16Path bf16_path_best(void) {
     if (bf16_path_available(BF16_PATH_AMX)) { return BF16_PATH_AMX; }
-    if (bf16_path_available(BF16_PATH_AVX512BF16)) { return BF16_PATH_AVX512BF16; }
+    if (bf16_path_available(BF16_PATH_AVX512BF16) && bf16_dot_over_fma() > 1.0) { return BF16_PATH_AVX512BF16; }
     return BF16_PATH_EMULATED;
 }
 

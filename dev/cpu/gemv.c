@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
     const double bytes[2] = {offsets[MATRICES] * 4.0, offsets16[MATRICES] * 2.0};
     printf("GPT-2 124M, one token: %d matrices, %.1f MB of fp32 weights, %.1f MB of bf16; %d threads; bf16 path: %s\n",
            MATRICES, bytes[0] / 1e6, bytes[1] / 1e6, threads,
-           gemm_bf16_uses_native() ? "vdpbf16ps" : "portable (no AVX512_BF16, or LLMC_BF16_EMULATE=1)");
+           gemm_bf16_uses_native() ? "vdpbf16ps" : "portable (the emulated bf16 path: no AVX512_BF16, measured slower, or forced)");
 
     int ok = 1;
     for (int v = 2; v <= NUM_VERSIONS; v++) {
