@@ -215,8 +215,8 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
 // the caller's addend), loaded straight from it, and a whole tile without bias or GELU is
 // stored straight to C: no pass of the shared epilogue over a scratch copy. Other tiles go through
 // the scratch tile: a whole tile of the last k block of a product with bias or GELU then through
-// gemm_amx_finish_whole (below), the edges of C through gemm_tile_finish. The addend thus enters
-// TDPBF16PS's accumulation, which flushes a subnormal accumulator to zero, as it does its other
+// gemm_tile_finish inlined for the whole tile (below), the edges of C through its call. The
+// addend thus enters TDPBF16PS's accumulation, which flushes a subnormal accumulator to zero, as it does its other
 // denormals. GEMM_AMX_C_IN_TILES=0 builds the older way: the sums from zero, then always the
 // scratch tile and the epilogue (dev/cpu/gemm_ab times the two).
 #ifndef GEMM_AMX_C_IN_TILES
@@ -241,29 +241,12 @@ static inline __attribute__((always_inline)) void gemm_amx_fetch_next(const gemm
         if (ep->next_pre != NULL) { gemm_fetch_rows(1, GEMM_AMX_NR, ep->next_pre + r * ep->ldpre, ep->ldpre, 0, 0); }
     }
 }
-// A whole tile's epilogue once its sums are in tile (32 x 32 floats, rows GEMM_AMX_NR apart): the
-// bias, then GELU (the value before it kept in pre), the operations of gemm_tile_finish in its
-// order (the same bits), a row's vectors at a time in registers. gemm_tile_finish's copies, two
-// library calls a row, made fc's forward (bias and GELU) take twice as long as fc proj's input
-// gradient, the same shape, on the lent Xeon. GEMM_AMX_FINISH_WHOLE=0 builds without.
+// A whole tile's epilogue by gemm_tile_finish inlined with its constant sizes (finished in
+// registers, 1.06x over GPT-2's 27 products, fc's forward 1.44-1.57x, on the lent Xeon, run 34);
+// GEMM_AMX_FINISH_WHOLE=0 builds the call with run-time sizes for every tile.
 #ifndef GEMM_AMX_FINISH_WHOLE
 #define GEMM_AMX_FINISH_WHOLE 1
 #endif
-static inline __attribute__((always_inline)) void gemm_amx_finish_whole(const float *tile, float *c, ptrdiff_t ldc,
-                                                                         const gemm_tile_epilogue *ep) {
-    for (int i = 0; i < GEMM_AMX_MR; i++) {
-        #pragma GCC unroll 4
-        for (int j = 0; j < GEMM_AMX_NR; j += GEMM_VEC) {
-            gemm_vfu v = *(const gemm_vfu *)(tile + i * GEMM_AMX_NR + j);
-            if (ep->bias != NULL) { v += *(const gemm_vfu *)(ep->bias + j); }
-            if (ep->gelu) {
-                if (ep->pre != NULL) { *(gemm_vfu *)(ep->pre + i * ep->ldpre + j) = v; }
-                v = gelu_vec(v);
-            }
-            *(gemm_vfu *)(c + i * ldc + j) = v;
-        }
-    }
-}
 GEMM_AMX_TARGET
 static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *c, ptrdiff_t ldc,
                           const gemm_tile_epilogue *ep, gemm_prefetch *pf) {
@@ -317,8 +300,8 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
     GEMM_AMX_STORE(2, out + 16 * ld_out, ld_out * 4);
     GEMM_AMX_STORE(3, out + 16 * ld_out + 16, ld_out * 4);
     if (straight) { return; }
-    if (GEMM_AMX_FINISH_WHOLE && whole && rest.cin == NULL) {
-        gemm_amx_finish_whole(tile, c, ldc, &rest);
+    if (GEMM_AMX_FINISH_WHOLE && whole) {
+        gemm_tile_finish_inline(tile, GEMM_AMX_NR, GEMM_AMX_MR, GEMM_AMX_NR, c, ldc, &rest);
     } else {
         gemm_tile_finish(tile, GEMM_AMX_NR, mr, nr, c, ldc, &rest);
     }

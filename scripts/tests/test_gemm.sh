@@ -101,8 +101,8 @@ MUTANTS=(
     "llmc/gemm_kernel_amx.h|s/v\[j\] = _mm512_load_si512((const void \*)(stage + (size_t)(16 \* q + j) \* GEMM_AMX_MR + g));/v[j] = _mm512_load_si512((const void *)(stage + (size_t)(16 * q + j) * GEMM_AMX_MR));/|2|AMX A packing of a transposed A: rows 16-31 of a panel staged from rows 0-15"
     "llmc/gemm_kernel_amx.h|s/GEMM_AMX_LOAD(3, cin + 16 \* ld + 16, ld \* 4);/GEMM_AMX_LOAD(3, cin + 16 * ld, ld * 4);/|2|AMX tile: the bottom-right accumulator started from the bottom-left quarter of the addend (or of C after the first k block)"
     "llmc/gemm_kernel_amx.h|s/    if (straight) { out = c, ld_out = ldc; }/    if (straight) { out = c, ld_out = GEMM_AMX_NR; }/|2|AMX tile: a whole tile stored straight to C with the scratch tile's row length"
-    "llmc/gemm_kernel_amx.h|s/            if (ep->bias != NULL) { v += \*(const gemm_vfu \*)(ep->bias + j); }/            if (ep->bias != NULL) { v += *(const gemm_vfu *)(ep->bias); }/|2|AMX whole-tile epilogue: every vector of a row given the first columns' bias"
-    "llmc/gemm_kernel_amx.h|s/                if (ep->pre != NULL) { \*(gemm_vfu \*)(ep->pre + i \* ep->ldpre + j) = v; }/                if (ep->pre != NULL) { *(gemm_vfu *)(ep->pre + j) = v; }/|2|AMX whole-tile epilogue: every row's value before GELU kept in pre's first row"
+    "llmc/gemm_kernel.h|s/            if (ep->bias != NULL) { v += \*(const gemm_vfu \*)(ep->bias + j); }/            if (ep->bias != NULL) { v += *(const gemm_vfu *)(ep->bias); }/|2|the shared epilogue in registers, AMX's whole tiles (a row of two vectors): every vector of a row given the first columns' bias"
+    "llmc/gemm_kernel.h|s/                if (ep->pre != NULL) { \*(gemm_vfu \*)(ep->pre + i \* ep->ldpre + j) = v; }/                if (ep->pre != NULL) { *(gemm_vfu *)(ep->pre + j) = v; }/|1|the shared epilogue in registers (native edge tiles, AMX whole tiles): every row's value before GELU kept in pre's first row"
 )
 has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
