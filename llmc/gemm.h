@@ -186,6 +186,11 @@ static inline __attribute__((always_inline)) void gemm_pack_round(const int emul
 // chunk's rows are read left to right across all panels, so the hardware prefetcher sees a few
 // sequential streams instead of one jump to a new row (and often a new page) per 64 bytes.
 #define GEMM_PACK_ROWS 8
+// 1: a panel whose width is whole vectors (B's) is interleaved from rows along k by in-register
+// transposes (vec_transpose), 0: element by element (dev/cpu/gemm_ab times the two).
+#ifndef GEMM_PACK_TRANSPOSE
+#define GEMM_PACK_TRANSPOSE 1
+#endif
 #ifndef GEMM_PACK_FETCH_AHEAD
 #define GEMM_PACK_FETCH_AHEAD 1
 #endif
@@ -252,6 +257,26 @@ static inline __attribute__((always_inline)) void gemm_pack_panels_ex(const int 
                     }
                 }
                 const int kend = gemm_min(k0 + 16, kc);
+                if (GEMM_PACK_TRANSPOSE && P % VEC_WIDTH == 0 && kend == k0 + 16) {
+                    // B's panels: VEC_WIDTH rows x VEC_WIDTH k at a time, transposed in registers
+                    #pragma GCC unroll 4
+                    for (int g = 0; g < P; g += VEC_WIDTH) {
+                        #pragma GCC unroll 4
+                        for (int v = 0; v < 16; v += VEC_WIDTH) {
+                            vfloat x[VEC_WIDTH];
+                            #pragma GCC unroll 16
+                            for (int r = 0; r < VEC_WIDTH; r++) {
+                                const ptrdiff_t e = (ptrdiff_t)(r0 + g + r) * s_r + k0 + v;
+                                x[r] = src16 != NULL ? gemm_bf16_vec(src16 + e) : vec_load(src + e);
+                                if (emulated) { x[r] = vec_bf16_round(x[r]); }
+                            }
+                            vec_transpose(x);
+                            #pragma GCC unroll 16
+                            for (int k = 0; k < VEC_WIDTH; k++) { vec_store(dst + ((k0 + v + k) ^ swap) * P + g, x[k]); }
+                        }
+                    }
+                    continue;
+                }
                 if (emulated && kend == k0 + 16) {
                     // each row's 16 k as vectors into t, rounded there, then interleaved from L1
                     float t[32][16] __attribute__((aligned(64)));  // P <= 32 (GEMM_NR)

@@ -86,6 +86,28 @@ VEC_INLINE vuint vec_bf16_bits32(vfloat x) {
 }
 VEC_INLINE vfloat vec_bf16_round(vfloat x) { return (vfloat)vec_bf16_bits32(x); }
 
+// Transposes the VEC_WIDTH x VEC_WIDTH block x in registers: lane l of x[r] becomes lane r of
+// x[l]. Stage s swaps bit s of the row number with bit s of the lane number: rows i and i + s
+// (bit s of i clear) trade their lanes with bit s set and clear respectively, two two-source
+// shuffles (one vpermt2ps each with AVX-512), log2(VEC_WIDTH) stages.
+VEC_INLINE void vec_transpose(vfloat x[VEC_WIDTH]) {
+    vint lane;
+    for (int l = 0; l < VEC_WIDTH; l++) { lane[l] = l; }
+    #pragma GCC unroll 4
+    for (int s = VEC_WIDTH / 2; s >= 1; s /= 2) {
+        const vint high = (lane & s) != 0;  // all ones in the lanes with bit s set
+        const vint to_low = (high & (VEC_WIDTH + lane - s)) | (~high & lane);   // row i's new lanes
+        const vint to_high = (high & (VEC_WIDTH + lane)) | (~high & (lane + s)); // row i + s's
+        #pragma GCC unroll 16
+        for (int i = 0; i < VEC_WIDTH; i++) {
+            if (i & s) { continue; }
+            const vfloat a = x[i], b = x[i + s];
+            x[i] = __builtin_shuffle(a, b, to_low);
+            x[i + s] = __builtin_shuffle(a, b, to_high);
+        }
+    }
+}
+
 // The first n <= VEC_WIDTH floats at p, the other lanes 0; and its store: for the tail of
 // a row, so that every element goes through the same vector arithmetic.
 VEC_INLINE vfloat vec_load_partial(const float *p, int n) {
