@@ -89,16 +89,10 @@ static attn_arith attn_current_arith(void) {
     return ATTN_HAVE_BF16_NATIVE && precision_bf16_dot_native() ? ATTN_BF16_NATIVE : ATTN_BF16_EMULATED;
 }
 
-typedef uint32_t vuint __attribute__((vector_size(ATTN_VW * sizeof(float))));
 typedef uint32_t vuint_u __attribute__((vector_size(ATTN_VW * sizeof(float)), aligned(4), may_alias));
 
 // x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero (gemm_bf16_bits's rule).
-VEC_INLINE vuint attn_bf16_bits(vfloat x) {
-    const vuint u = (vuint)x;
-    const vuint nan = (vuint)((u & 0x7fffffffu) > 0x7f800000u);
-    const vuint rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    return (rounded & ~nan) | ((u | 0x00400000u) & 0xffff0000u & nan);
-}
+VEC_INLINE vuint attn_bf16_bits(vfloat x) { return vec_bf16_bits32(x); }
 
 // Pair words of lo and hi lane by lane, each rounded to bf16.
 VEC_INLINE vuint attn_bf16_pairs(vfloat lo, vfloat hi) { return attn_bf16_bits(hi) | (attn_bf16_bits(lo) >> 16); }
@@ -144,34 +138,50 @@ static void attn_pack_col_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, 
 // attn_tile over bf16 pairs: acc[r][v] += sum_{p<KP} a[r*a_r + p*a_p] . b[p*ldb + v*VW], a and
 // b pair words, each pair's high product added first, then its low one.
 //
-// The emulated version (fp32 FMAs on the pairs' halves: exact products, one rounding per add,
-// as the instruction) takes R at run time: it is not worth the code size of a version per R at
-// every call site, for a path that runs only on CPUs without AVX512_BF16 and in tests.
-// Not inlined: GCC 12 -O3 inlined it anyway into all 84 (call site, R) instantiations, which
-// tripled the compile time of the -DVEC_WIDTH=16 build (RTL PRE and load CSE after reload
-// over functions that had grown by 80%); noclone keeps IPA-CP from making a copy per R.
+// The emulated version: fp32 FMAs on the pairs' halves (exact products, one rounding per add, as
+// the instruction), split in registers: B's two words into four vectors once a pair, each row's
+// word broadcast and split into two. It is the bf16 path where vdpbf16ps is absent or slower
+// than the FMA (Intel's cores: precision.h), so its rows are compile-time constants, in one
+// function with a case per R (attn_tile_bf16_emulated), not inlined at the call sites: GCC 12
+// -O3 inlining it into all 84 (call site, R) instantiations tripled the compile time of the
+// -DVEC_WIDTH=16 build (RTL PRE and load CSE after reload over functions that had grown by 80%).
+// Intel Xeon (family 6 model 207), GPT-2 124M at T=1024, 2 threads (dev/cpu attention harnesses):
+// forward 63 -> 52 ms, backward 147 -> 117 ms, against 37 and 98 in fp32 (the splitting costs).
+VEC_INLINE void attn_tile_bf16_emulated_rows(const int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
+                                             ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
+    vfloat c[ATTN_R][2];  // in registers for the whole loop
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; r++) { c[r][0] = acc[r][0], c[r][1] = acc[r][1]; }
+    for (int p = 0; p < KP; p++) {
+        const vuint b0 = *(const vuint *)(b + p * ldb), b1 = *(const vuint *)(b + p * ldb + ATTN_VW);
+        const vfloat b0_hi = (vfloat)(b0 & 0xffff0000u), b0_lo = (vfloat)(b0 << 16);
+        const vfloat b1_hi = (vfloat)(b1 & 0xffff0000u), b1_lo = (vfloat)(b1 << 16);
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+            const vuint w = (vuint){0} + a[r * a_r + p * a_p];
+            const vfloat a_hi = (vfloat)(w & 0xffff0000u), a_lo = (vfloat)(w << 16);
+            c[r][0] += a_hi * b0_hi;
+            c[r][0] += a_lo * b0_lo;
+            c[r][1] += a_hi * b1_hi;
+            c[r][1] += a_lo * b1_lo;
+        }
+    }
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; r++) { acc[r][0] = c[r][0], acc[r][1] = c[r][1]; }
+}
 #if defined(__clang__)  // has no noclone (and warns on it)
 #define ATTN_NOINLINE __attribute__((noinline))
 #else
 #define ATTN_NOINLINE __attribute__((noinline, noclone))
 #endif
 ATTN_NOINLINE static void attn_tile_bf16_emulated(int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
-                                    ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
-    for (int p = 0; p < KP; p++) {
-        const vuint b0 = *(const vuint *)(b + p * ldb), b1 = *(const vuint *)(b + p * ldb + ATTN_VW);
-        const vfloat b0_hi = (vfloat)(b0 & 0xffff0000u), b0_lo = (vfloat)(b0 << 16);
-        const vfloat b1_hi = (vfloat)(b1 & 0xffff0000u), b1_lo = (vfloat)(b1 << 16);
-        for (int r = 0; r < R; r++) {
-            const uint32_t w = a[r * a_r + p * a_p];
-            const uint32_t w_hi = w & 0xffff0000u, w_lo = w << 16;
-            float a_hi, a_lo;
-            memcpy(&a_hi, &w_hi, sizeof(a_hi));
-            memcpy(&a_lo, &w_lo, sizeof(a_lo));
-            acc[r][0] += a_hi * b0_hi;
-            acc[r][0] += a_lo * b0_lo;
-            acc[r][1] += a_hi * b1_hi;
-            acc[r][1] += a_lo * b1_lo;
-        }
+                                                  ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
+    switch (R) {
+    VEC_CASES_ROWS_1_TO_6(attn_tile_bf16_emulated_rows, acc, a, a_r, a_p, b, ldb, KP)
+#if ATTN_R > 6
+    VEC_CASES_ROWS_7_TO_12(attn_tile_bf16_emulated_rows, acc, a, a_r, a_p, b, ldb, KP)
+#endif
+    default: break;
     }
 }
 
