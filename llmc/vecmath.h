@@ -90,6 +90,15 @@ VEC_INLINE vfloat vec_bf16_round(vfloat x) { return (vfloat)vec_bf16_bits32(x); 
 // x[l]. Stage s swaps bit s of the row number with bit s of the lane number: rows i and i + s
 // (bit s of i clear) trade their lanes with bit s set and clear respectively, two two-source
 // shuffles (one vpermt2ps each with AVX-512), log2(VEC_WIDTH) stages.
+#if defined(__clang__)  // no __builtin_shuffle (its shufflevector takes constant lanes only): through memory
+VEC_INLINE void vec_transpose(vfloat x[VEC_WIDTH]) {
+    float t[VEC_WIDTH][VEC_WIDTH];
+    for (int r = 0; r < VEC_WIDTH; r++) {
+        for (int l = 0; l < VEC_WIDTH; l++) { t[l][r] = x[r][l]; }
+    }
+    for (int l = 0; l < VEC_WIDTH; l++) { x[l] = vec_load(t[l]); }
+}
+#else
 VEC_INLINE void vec_transpose(vfloat x[VEC_WIDTH]) {
     vint lane;
     for (int l = 0; l < VEC_WIDTH; l++) { lane[l] = l; }
@@ -107,6 +116,7 @@ VEC_INLINE void vec_transpose(vfloat x[VEC_WIDTH]) {
         }
     }
 }
+#endif
 
 // The first n <= VEC_WIDTH floats at p, the other lanes 0; and its store: for the tail of
 // a row, so that every element goes through the same vector arithmetic.
