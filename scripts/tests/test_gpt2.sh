@@ -172,7 +172,7 @@ MUTANTS=(
     # (pairs along a row): each packer feeds both operands of some products, which then only
     # add in another order, but dQ = dS K meets dS's pairs of keys from the one with K's from
     # the other; Q^T, K^T and V^T paired along the wrong dimension
-    "llmc/attention_kernel.h|s/const vuint rounded = (u + 0x7fffu + ((u >> 16) \& 1u)) \& 0xffff0000u;/const vuint rounded = u \& 0xffff0000u;/|h.0.atty|bf16 attention rounding by truncation|bf16"
+    "llmc/attention_kernel.h|s/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return vec_bf16_bits32(x); }/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return (vuint)x \& 0xffff0000u; }/|h.0.atty|bf16 attention rounding by truncation|bf16"
     "llmc/attention_kernel.h|s/attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0})/(has_hi ? attn_bf16_pairs(vec_load(hi + c), vec_load(lo + c)) : attn_bf16_pairs(vec_load(lo + c), (vfloat){0}))/;s/dst\[p \* ldd + c\] = gemm_bf16_pair(lo\[c\], has_hi ? hi\[c\] : 0.0f);/dst[p * ldd + c] = has_hi ? gemm_bf16_pair(hi[c], lo[c]) : gemm_bf16_pair(lo[c], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_row_pairs (first seen in dQ)|bf16"
     "llmc/attention_kernel.h|s/dst\[r \* ldd + p\] = gemm_bf16_pair(s\[2 \* p\], 2 \* p + 1 < nc ? s\[2 \* p + 1\] : 0.0f);/dst[r * ldd + p] = 2 * p + 1 < nc ? gemm_bf16_pair(s[2 * p + 1], s[2 * p]) : gemm_bf16_pair(s[2 * p], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_col_pairs (first seen in dQ)|bf16"
     "llmc/attention_kernel.h|s/attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);/attn_pack_row_pairs(words.u, rows, src, lds, nr, nc);/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T paired along the positions instead of the channels|bf16"
