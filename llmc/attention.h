@@ -49,8 +49,9 @@ which also time every step against it and against a (T,T)-materializing one):
 
 bf16 (--precision bf16, matmul_set_precision): the six products take their operands rounded to
 bf16 (nearest even) and sum in fp32: Q, K, V, dout, and P and dS as they are computed; the
-softmax, D and dS itself stay fp32. They are packed as pair words for vdpbf16ps (see "bf16"
-in llmc/attention_kernel.h). The forward rounds p = exp(score - m) as it feeds the product with V, m the running
+softmax, D and dS itself stay fp32. They are packed as pair words for vdpbf16ps, or on the
+emulated path as each pair's two halves, high first, for the fp32 tiles (see "bf16" in
+llmc/attention_kernel.h). The forward rounds p = exp(score - m) as it feeds the product with V, m the running
 maximum of the online softmax after the key's block of ATTN_BK (FlashAttention-2's order; the
 reference, scripts/reference/gpt2_reference.py, computes the same m); the backward rounds P = exp(score -
 lse), which it recomputes.
@@ -63,8 +64,8 @@ dS are computed for the whole diagonal block and masked to 0 there, so the produ
 edge. The tiles' sums are not vdpbf16ps's bits: that path is checked at the bf16 tolerances.
 
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
-beyond them). Stack per thread: about 210 KB forward and 360 KB backward (GCC 12's
--fstack-usage, AVX2 or AVX-512); a thread's default stack is 2-8 MB.
+beyond them). Stack per thread: about 250 KB forward and 410 KB backward (GCC 12's
+-fstack-usage, AVX2 or AVX-512, the packing's frames included); a thread's default stack is 2-8 MB.
 
 Vector width: ATTN_VW = VEC_WIDTH (vecmath.h: 16 floats with AVX-512, 8 with AVX,
 4 otherwise; -DVEC_WIDTH=N forces one, so each width can be tested on any x86-64).
@@ -187,42 +188,43 @@ VEC_INLINE void attn_fwd_values(const int R, float *ot, const vfloat alpha[2], c
 
 // bf16, where a task is a whole head: its keys and values packed once for all its query groups
 // (each key block is met by every group from its own on: 4.5 times on average at T=1024 in
-// groups of 128 queries). Per block of BK keys: K as pairs of channels (k2: rows kp words apart,
-// blk_k words a block) and V as rows of key pairs (vdpbf16ps: v2[p*hs + d]) or as V^T with the
-// pairs of keys along its rows (AMX: v2[d*BK/2 + p]), blk_v words a block.
+// groups of 128 queries). Per block of BK keys: K as pairs of channels (k2: rows kw words apart,
+// blk_k words a block) and V as rows of key pairs (v2[p*hs + d]; split: two float rows a pair)
+// or as V^T with the pairs of keys along its rows (AMX: v2[d*BK/2 + p]), blk_v words a block.
 struct attn_fwd_keys {
     const uint32_t *k2, *v2;
     ptrdiff_t blk_k, blk_v;
 };
 
 // The layout of struct attn_fwd_keys for head size hs (no buffer yet), and its words for T positions.
-static struct attn_fwd_keys attn_fwd_keys_layout(int hs, int amx) {
-    const int hsp = (hs + 1) / 2, kp = amx ? attn_round16(hsp) : hsp;
-    const struct attn_fwd_keys K = {NULL, NULL, (ptrdiff_t)ATTN_BK * kp, (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BK / 2)};
+static struct attn_fwd_keys attn_fwd_keys_layout(int hs, attn_arith arith) {
+    const int amx = arith == ATTN_BF16_AMX, kw = amx ? attn_round16((hs + 1) / 2) : attn_k(arith, hs);
+    const ptrdiff_t blk_v = amx ? attn_round16(hs) * (ATTN_BK / 2) : hs * attn_k(arith, ATTN_BK);
+    const struct attn_fwd_keys K = {NULL, NULL, (ptrdiff_t)ATTN_BK * kw, blk_v};
     return K;
 }
-static size_t attn_fwd_keys_words(int T, int hs, int amx) {
-    const struct attn_fwd_keys K = attn_fwd_keys_layout(hs, amx);
+static size_t attn_fwd_keys_words(int T, int hs, attn_arith arith) {
+    const struct attn_fwd_keys K = attn_fwd_keys_layout(hs, arith);
     return (size_t)((T + ATTN_BK - 1) / ATTN_BK) * (size_t)(K.blk_k + K.blk_v);
 }
 
 // Packs the keys and values of a head (k, v: its first key and value, rows C3 apart) into ws.
 static struct attn_fwd_keys attn_fwd_pack_keys(uint32_t *ws, const float *k, const float *v, int T, int C, int hs,
-                                               int amx) {
+                                               attn_arith arith) {
     const int n_blocks = (T + ATTN_BK - 1) / ATTN_BK;
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
-    struct attn_fwd_keys K = attn_fwd_keys_layout(hs, amx);
-    const int kp = (int)(K.blk_k / ATTN_BK);  // words of a key's row
+    struct attn_fwd_keys K = attn_fwd_keys_layout(hs, arith);
+    const int kw = (int)(K.blk_k / ATTN_BK);  // words of a key's row
     uint32_t *k2 = ws, *v2 = ws + n_blocks * K.blk_k;
     K.k2 = k2, K.v2 = v2;
     for (int i = 0; i < n_blocks; i++) {
         const int k0 = i * ATTN_BK, nk = attn_min(ATTN_BK, T - k0);
-        if (amx) {
-            attn_pack_col_pairs_tiles(k2 + i * K.blk_k, kp, k + k0 * C3, C3, nk, hs);
+        if (arith == ATTN_BF16_AMX) {
+            attn_pack_col_pairs_tiles(k2 + i * K.blk_k, kw, k + k0 * C3, C3, nk, hs);
             attn_pack_pairs_transposed(v2 + i * K.blk_v, ATTN_BK / 2, v + k0 * C3, C3, nk, hs);
         } else {
-            attn_pack_col_pairs(k2 + i * K.blk_k, kp, k + k0 * C3, C3, nk, hs);
-            attn_pack_row_pairs(v2 + i * K.blk_v, hs, v + k0 * C3, C3, nk, hs);
+            attn_pack_col_pairs(arith, k2 + i * K.blk_k, kw, k + k0 * C3, C3, nk, hs);
+            attn_pack_row_pairs(arith, v2 + i * K.blk_v, hs, v + k0 * C3, C3, nk, hs);
         }
     }
     return K;
@@ -234,8 +236,8 @@ struct attn_fwd_tile {
     vfloat m[2];  // running maximum of the scaled scores
     vfloat l[2];  // running sum of exp(score - m)
     union {       // Q^T: qt[d*W + i] = q[q0+i][d]; bf16: qt2[p*W + i] = pair (q[q0+i][2p], q[q0+i][2p+1])
-        float qt[ATTN_MAX_HS * ATTN_W];
-        uint32_t qt2[ATTN_MAX_HS / 2 * ATTN_W];
+        float qt[ATTN_MAX_HS * ATTN_W];  // (split: qt holds channel d^1 in row d)
+        uint32_t qt2[ATTN_MAX_HS * ATTN_W];
     } __attribute__((aligned(64)));
     float ot[ATTN_MAX_HS * ATTN_W] __attribute__((aligned(64)));  // O^T, unnormalized
 };
@@ -252,7 +254,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
                            int T, int C, int NH, float scale, attn_arith arith, const struct attn_fwd_keys *keys) {
     const int hs = C / NH, hsp = (hs + 1) / 2;  // channels, and their pairs
     const int bf16 = arith != ATTN_FP32, amx = arith == ATTN_BF16_AMX;
-    const int kp = amx ? attn_round16(hsp) : hsp;    // pair words of a key's row (AMX: whole tiles)
+    const int kw = amx ? attn_round16(hsp) : attn_k(arith, hs);  // words of a key's packed row (AMX: whole tiles)
     const int hs_rows = amx ? attn_round16(hs) : hs;  // rows of O^T computed (AMX: whole tiles)
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     const float *q = qkv + (size_t)b * T * C3 + h * hs;  // query of position t: q + t*C3
@@ -260,23 +262,23 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
     struct attn_fwd_tile tiles[ATTN_G];
     // K and V of a key block, rows packed hs apart: in qkv they are 3C floats apart, a multiple
     // of a large power of two, so they would share few cache sets and need a page each.
-    // bf16: K's rows as pairs of channels (kb2[j*kp + p]), V as rows of key pairs (vb2[p*hs + d]);
-    // AMX: V^T with pairs of keys along its rows (vt2[d*BK/2 + p])
-    union { float kb[ATTN_BK * ATTN_MAX_HS]; uint32_t kb2[ATTN_BK * ATTN_MAX_HS / 2]; } __attribute__((aligned(64))) kbu;
+    // bf16: K's rows as pairs of channels (kb2[j*kw + p]), V as rows of key pairs (vb2[p*hs + d]);
+    // AMX: V^T with pairs of keys along its rows (vt2[d*BK/2 + p]). Split pairs take the floats' room.
+    union { float kb[ATTN_BK * ATTN_MAX_HS]; uint32_t kb2[ATTN_BK * ATTN_MAX_HS]; } __attribute__((aligned(64))) kbu;
     union {
         float vb[ATTN_BK * ATTN_MAX_HS];
-        uint32_t vb2[ATTN_BK * ATTN_MAX_HS / 2];
+        uint32_t vb2[ATTN_BK * ATTN_MAX_HS];
         uint32_t vt2[ATTN_MAX_HS * ATTN_BK / 2];
     } __attribute__((aligned(64))) vbu;
     float st[ATTN_BK * ATTN_W] __attribute__((aligned(64)));  // S^T then P^T of a tile and a key block
-    uint32_t pt2[ATTN_BK / 2 * ATTN_W] __attribute__((aligned(64)));  // bf16: P^T as rows of key pairs
+    uint32_t pt2[ATTN_BK * ATTN_W] __attribute__((aligned(64)));  // bf16: P^T as rows of key pairs
     const int n_tiles = attn_min(group_tiles, (T - g0 + ATTN_W - 1) / ATTN_W);
     for (int t = 0; t < n_tiles; t++) {
         struct attn_fwd_tile *tile = &tiles[t];
         tile->q0 = g0 + t * ATTN_W;
         tile->nq = attn_min(ATTN_W, T - tile->q0);
-        attn_pack_transposed(tile->qt, ATTN_W, q + tile->q0 * C3, C3, tile->nq, hs, bf16);
-        if (amx) { attn_zero_words(tile->qt2, ATTN_W, hsp, kp, 0, ATTN_W); }
+        attn_pack_transposed(tile->qt, ATTN_W, q + tile->q0 * C3, C3, tile->nq, hs, arith);
+        if (amx) { attn_zero_words(tile->qt2, ATTN_W, hsp, kw, 0, ATTN_W); }
         for (int d = 0; d < hs_rows; d++) {
             for (int i = 0; i < ATTN_W; i++) { tile->ot[d * ATTN_W + i] = 0.0f; }
         }
@@ -292,11 +294,11 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
         if (keys != NULL) {
             kb2 = keys->k2 + k0 / ATTN_BK * keys->blk_k, vb2 = keys->v2 + k0 / ATTN_BK * keys->blk_v;
         } else if (amx) {  // zero words past the keys and channels, to whole tiles
-            attn_pack_col_pairs_tiles(kbu.kb2, kp, k + k0 * C3, C3, nk_block, hs);
+            attn_pack_col_pairs_tiles(kbu.kb2, kw, k + k0 * C3, C3, nk_block, hs);
             attn_pack_pairs_transposed(vbu.vt2, ATTN_BK / 2, v + k0 * C3, C3, nk_block, hs);
         } else if (bf16) {
-            attn_pack_col_pairs(kbu.kb2, hsp, k + k0 * C3, C3, nk_block, hs);
-            attn_pack_row_pairs(vbu.vb2, hs, v + k0 * C3, C3, nk_block, hs);
+            attn_pack_col_pairs(arith, kbu.kb2, kw, k + k0 * C3, C3, nk_block, hs);
+            attn_pack_row_pairs(arith, vbu.vb2, hs, v + k0 * C3, C3, nk_block, hs);
         } else {
             attn_copy_rows(kbu.kb, hs, k + k0 * C3, C3, nk_block, hs);
             attn_copy_rows(vbu.vb, hs, v + k0 * C3, C3, nk_block, hs);
@@ -312,12 +314,12 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             vfloat mx[2];  // block maxima of the raw scores (scale > 0 keeps the order)
             mx[0] = mx[1] = (vfloat){0} - INFINITY;
             if (amx) {
-                attn_fwd_scores_amx(st, mx, kb2, tile->qt2, kp, nk, k0, tile->q0);
+                attn_fwd_scores_amx(st, mx, kb2, tile->qt2, kw, nk, k0, tile->q0);
             } else {
                 for (int j0 = 0; j0 < nk; j0 += ATTN_R) {
-                    const void *kj = attn_words(bf16, kbu.kb, kb2, j0 * (bf16 ? hsp : hs));
+                    const void *kj = attn_words(bf16, kbu.kb, kb2, j0 * kw);
                     ATTN_WITH_ROWS(attn_min(ATTN_R, nk - j0), attn_fwd_scores, st + j0 * ATTN_W, mx, kj,
-                                   bf16 ? hsp : hs, qt, bf16 ? hsp : hs, k0 + j0, tile->q0, arith);
+                                   kw, qt, kw, k0 + j0, tile->q0, arith);
                 }
             }
             vfloat alpha[2], sum[2] = {{0}};
@@ -337,7 +339,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             if (amx) {  // P^T rounded here
                 attn_pack_row_pairs_tiles(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W);
             } else if (bf16) {
-                attn_pack_row_pairs(pt2, ATTN_W, st, ATTN_W, nk, ATTN_W);
+                attn_pack_row_pairs(arith, pt2, ATTN_W, st, ATTN_W, nk, ATTN_W);
             }
             if (amx) {  // O^T = alpha O^T, then + V^T P^T as one block product
                 const int np = (nk + 1) / 2;
@@ -351,7 +353,7 @@ static void attn_fwd_group(float *out, float *lse, const float *qkv, int b, int 
             for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                 const void *vd = attn_words(bf16, vbu.vb, vb2, d0);
                 ATTN_WITH_ROWS(attn_min(ATTN_R, hs - d0), attn_fwd_values, tile->ot + d0 * ATTN_W, alpha,
-                               vd, 1, hs, pt, bf16 ? (nk + 1) / 2 : nk, arith);
+                               vd, 1, hs, pt, attn_k(arith, nk), arith);
             }
         }
     }
@@ -383,13 +385,13 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
     // bf16 with enough heads to keep the threads evenly busy (every head costs the same): a
     // task is a whole head, whose keys and values are packed once for all its groups
     if (arith != ATTN_FP32 && (size_t)B * NH >= 8 * (size_t)n_threads) {
-        const int hs = C / NH, amx = arith == ATTN_BF16_AMX, n_groups = (T + ATTN_G * ATTN_W - 1) / (ATTN_G * ATTN_W);
-        attn_workspace(n_threads, attn_fwd_keys_words(T, hs, amx));
+        const int hs = C / NH, n_groups = (T + ATTN_G * ATTN_W - 1) / (ATTN_G * ATTN_W);
+        attn_workspace(n_threads, attn_fwd_keys_words(T, hs, arith));
         #pragma omp parallel for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 const float *k = qkv + (size_t)b * T * 3 * C + C + h * hs;
-                const struct attn_fwd_keys keys = attn_fwd_pack_keys(attn_thread_ws(), k, k + C, T, C, hs, amx);
+                const struct attn_fwd_keys keys = attn_fwd_pack_keys(attn_thread_ws(), k, k + C, T, C, hs, arith);
                 for (int g = 0; g < n_groups; g++) {
                     attn_fwd_group(out, lse, qkv, b, h, g * ATTN_G * ATTN_W, ATTN_G, T, C, NH, scale, arith, &keys);
                 }
@@ -512,19 +514,20 @@ static float attn_dot(const float *a, const float *b, int n) {
 }
 
 // The operands of one head's products, packed per key block and per query block: fp32
-// floats, or bf16 pair words (the arrays of a union are used by one precision only).
+// floats, or bf16 pair words (the arrays of a union are used by one precision only; split
+// pairs, two floats each, take the floats' room).
 struct attn_bwd_operands {
     union {  // K^T of the key block (hs x BLK); bf16: pairs of channels, kt2[p*BLK + j]
         float kt[ATTN_MAX_HS * ATTN_BLK];
-        uint32_t kt2[ATTN_MAX_HS / 2 * ATTN_BLK];
+        uint32_t kt2[ATTN_MAX_HS * ATTN_BLK];
     } __attribute__((aligned(64)));
     union {  // V^T likewise
         float vt[ATTN_MAX_HS * ATTN_BLK];
-        uint32_t vt2[ATTN_MAX_HS / 2 * ATTN_BLK];
+        uint32_t vt2[ATTN_MAX_HS * ATTN_BLK];
     } __attribute__((aligned(64)));
     union {  // K (BLK x hs_pad); bf16: pairs of keys, kp2[p*hs_pad + d]
         float kp[ATTN_BLK * ATTN_MAX_HS];
-        uint32_t kp2[ATTN_BLK / 2 * ATTN_MAX_HS];
+        uint32_t kp2[ATTN_BLK * ATTN_MAX_HS];
     } __attribute__((aligned(64)));
     // fp32: Q and dout of the query block, rows packed hs apart: the products read them many
     // times, and their rows 3C and C apart in memory would fall into few cache sets and many
@@ -533,9 +536,9 @@ struct attn_bwd_operands {
     float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
     // bf16: P and dS of a key vector pair, as rows of query pairs (for dV and dK); rows of dS as
     // pairs of keys (for dQ). AMX: P and dS of the whole block (pb2[p*BLK + j]), all rows of dS
-    uint32_t pb2[ATTN_BLK / 2 * ATTN_BLK] __attribute__((aligned(64)));
-    uint32_t dsb2[ATTN_BLK / 2 * ATTN_BLK] __attribute__((aligned(64)));
-    uint32_t dsr2[ATTN_BLK * ATTN_BLK / 2] __attribute__((aligned(64)));
+    uint32_t pb2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
+    uint32_t dsb2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
+    uint32_t dsr2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
     float dqb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));  // AMX: dS K of the query block (BLK x hs_pad)
 };
 
@@ -543,7 +546,7 @@ struct attn_bwd_operands {
 // query block) pair (each query block meets every key block up to its own: 8.5 times on average
 // at T=1024): for each query block, Q and dout as pairs of channels (q2, go2: rows ld words
 // apart, blk words a block) for P and dP, and as pairs of queries (qt2, got2: blk_t words a
-// block) for dK and dV: rows of query pairs (qt2[p*hs + d]) for vdpbf16ps, or on AMX with the
+// block) for dK and dV: rows of query pairs (qt2[p*hs + d]; split: two float rows a pair), or on AMX with the
 // pairs along each channel's row (qt2[d*BLK/2 + p]) and every block padded with zero words to
 // whole tiles. In this thread's buffer (attn_workspace).
 struct attn_bwd_queries {
@@ -552,38 +555,38 @@ struct attn_bwd_queries {
 };
 
 // The layout of struct attn_bwd_queries for head size hs (no buffer yet), and its words for T positions.
-static struct attn_bwd_queries attn_bwd_queries_layout(int hs, int amx) {
-    const int hsp = (hs + 1) / 2, ld = amx ? attn_round16(hsp) : hsp;
-    const struct attn_bwd_queries Q = {NULL, NULL, NULL, NULL, ld, (ptrdiff_t)ATTN_BLK * ld,
-                                       (ptrdiff_t)(amx ? attn_round16(hs) : hs) * (ATTN_BLK / 2)};
+static struct attn_bwd_queries attn_bwd_queries_layout(int hs, attn_arith arith) {
+    const int amx = arith == ATTN_BF16_AMX, ld = amx ? attn_round16((hs + 1) / 2) : attn_k(arith, hs);
+    const ptrdiff_t blk_t = amx ? attn_round16(hs) * (ATTN_BLK / 2) : hs * attn_k(arith, ATTN_BLK);
+    const struct attn_bwd_queries Q = {NULL, NULL, NULL, NULL, ld, (ptrdiff_t)ATTN_BLK * ld, blk_t};
     return Q;
 }
-static size_t attn_bwd_queries_words(int T, int hs, int amx) {
-    const struct attn_bwd_queries Q = attn_bwd_queries_layout(hs, amx);
+static size_t attn_bwd_queries_words(int T, int hs, attn_arith arith) {
+    const struct attn_bwd_queries Q = attn_bwd_queries_layout(hs, arith);
     return (size_t)((T + ATTN_BLK - 1) / ATTN_BLK) * 2 * (size_t)(Q.blk + Q.blk_t);
 }
 
 // Packs the query side of head (q: its first query, rows C3 apart; go: its first dout row, C apart) into ws.
 static struct attn_bwd_queries attn_bwd_pack_queries(uint32_t *ws, const float *q, const float *go, int T, int C,
-                                                     int hs, int amx) {
+                                                     int hs, attn_arith arith) {
     const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
-    struct attn_bwd_queries Q = attn_bwd_queries_layout(hs, amx);
+    struct attn_bwd_queries Q = attn_bwd_queries_layout(hs, arith);
     const int n_blocks = (T + ATTN_BLK - 1) / ATTN_BLK;
     Q.q2 = ws, Q.go2 = ws + n_blocks * Q.blk;
     Q.qt2 = Q.go2 + n_blocks * Q.blk, Q.got2 = Q.qt2 + n_blocks * Q.blk_t;
     for (int i = 0; i < n_blocks; i++) {
         const int q0 = i * ATTN_BLK, nq = attn_min(ATTN_BLK, T - q0);
         uint32_t *q2 = Q.q2 + i * Q.blk, *go2 = Q.go2 + i * Q.blk, *qt2 = Q.qt2 + i * Q.blk_t, *got2 = Q.got2 + i * Q.blk_t;
-        if (amx) {
+        if (arith == ATTN_BF16_AMX) {
             attn_pack_col_pairs_tiles(q2, Q.ld, q + q0 * C3, C3, nq, hs);
             attn_pack_col_pairs_tiles(go2, Q.ld, go + q0 * C, C, nq, hs);
             attn_pack_pairs_transposed(qt2, ATTN_BLK / 2, q + q0 * C3, C3, nq, hs);
             attn_pack_pairs_transposed(got2, ATTN_BLK / 2, go + q0 * C, C, nq, hs);
         } else {
-            attn_pack_col_pairs(q2, Q.ld, q + q0 * C3, C3, nq, hs);
-            attn_pack_col_pairs(go2, Q.ld, go + q0 * C, C, nq, hs);
-            attn_pack_row_pairs(qt2, hs, q + q0 * C3, C3, nq, hs);
-            attn_pack_row_pairs(got2, hs, go + q0 * C, C, nq, hs);
+            attn_pack_col_pairs(arith, q2, Q.ld, q + q0 * C3, C3, nq, hs);
+            attn_pack_col_pairs(arith, go2, Q.ld, go + q0 * C, C, nq, hs);
+            attn_pack_row_pairs(arith, qt2, hs, q + q0 * C3, C3, nq, hs);
+            attn_pack_row_pairs(arith, got2, hs, go + q0 * C, C, nq, hs);
         }
     }
     return Q;
@@ -654,16 +657,16 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
     for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
     struct attn_bwd_queries Q = {0};
-    if (bf16) { Q = attn_bwd_pack_queries(attn_thread_ws(), q, go, T, C, hs, amx); }
-    const int K_hs = bf16 ? hsp : hs;  // k's (or pairs) of the products over channels
-    const ptrdiff_t ld_qb = bf16 ? hsp : hs;
+    if (bf16) { Q = attn_bwd_pack_queries(attn_thread_ws(), q, go, T, C, hs, arith); }
+    const int K_hs = attn_k(arith, hs);  // k steps of the products over channels
+    const ptrdiff_t ld_qb = K_hs;
     for (int k0 = 0; k0 < T; k0 += ATTN_BLK) {
         const int nk = attn_min(ATTN_BLK, T - k0);
-        attn_pack_transposed(op.kt, ATTN_BLK, k + k0 * C3, C3, nk, hs, bf16);  // keys past T: 0
-        attn_pack_transposed(op.vt, ATTN_BLK, v + k0 * C3, C3, nk, hs, bf16);
-        if (bf16) {  // K's key pairs; the products read channels up to hs_pad, pairs up to (nk+1)/2
-            attn_pack_row_pairs(op.kp2, hs_pad, k + k0 * C3, C3, nk, hs);
-            attn_zero_words(op.kp2, hs_pad, 0, (nk + 1) / 2, hs, hs_pad);
+        attn_pack_transposed(op.kt, ATTN_BLK, k + k0 * C3, C3, nk, hs, arith);  // keys past T: 0
+        attn_pack_transposed(op.vt, ATTN_BLK, v + k0 * C3, C3, nk, hs, arith);
+        if (bf16) {  // K's key pairs; the products read channels up to hs_pad, rows up to attn_k(nk)
+            attn_pack_row_pairs(arith, op.kp2, hs_pad, k + k0 * C3, C3, nk, hs);
+            attn_zero_words(op.kp2, hs_pad, 0, attn_k(arith, nk), hs, hs_pad);
             if (amx) {  // zero words to whole tiles: pairs of channels in K^T and V^T, pairs of keys in K
                 const int hsp16 = attn_round16(hsp), nkp = (nk + 1) / 2;
                 attn_zero_words(op.kt2, ATTN_BLK, hsp, hsp16, 0, ATTN_BLK);
@@ -715,15 +718,15 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
                 const int i_from = diag ? c : 0;  // even: a whole number of query pairs
                 if (i_from >= nq) { continue; }
                 if (bf16) {  // P and dS of the key vector pair, as rows of query pairs
-                    attn_pack_row_pairs(op.pb2, ATTN_W, pb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
-                    attn_pack_row_pairs(op.dsb2, ATTN_W, dsb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
+                    attn_pack_row_pairs(arith, op.pb2, ATTN_W, pb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
+                    attn_pack_row_pairs(arith, op.dsb2, ATTN_W, dsb + i_from * ATTN_BLK + c, ATTN_BLK, nq - i_from, ATTN_W);
                 }
                 // P and dS from row i_from (rows BLK apart in fp32, W apart packed), dout^T and
-                // Q^T from column i_from (columns hs apart); K queries (bf16: query pairs)
+                // Q^T from column i_from (columns hs apart); attn_k(nq - i_from) steps
                 const void *p_rows = attn_words(bf16, pb + i_from * ATTN_BLK + c, op.pb2, 0);
                 const void *ds_rows = attn_words(bf16, dsb + i_from * ATTN_BLK + c, op.dsb2, 0);
-                const ptrdiff_t ld_pds = bf16 ? ATTN_W : ATTN_BLK, from = bf16 ? i_from / 2 * hs : i_from * hs;
-                const int K = bf16 ? (nq - i_from + 1) / 2 : nq - i_from;
+                const ptrdiff_t ld_pds = bf16 ? ATTN_W : ATTN_BLK, from = attn_k(arith, i_from) * hs;
+                const int K = attn_k(arith, nq - i_from);
                 for (int d0 = 0; d0 < hs; d0 += ATTN_R) {
                     const int rows = attn_min(ATTN_R, hs - d0);
                     ATTN_WITH_ROWS(rows, attn_bwd_kv, dvt + d0 * ATTN_BLK + c,
@@ -735,12 +738,12 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
                 const int rows = attn_min(ATTN_R, nq - i0);
                 const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
-                if (bf16) { attn_pack_col_pairs(op.dsr2, ATTN_BLK / 2, dsb + i0 * ATTN_BLK, ATTN_BLK, rows, keys); }
+                if (bf16) { attn_pack_col_pairs(arith, op.dsr2, attn_k(arith, ATTN_BLK), dsb + i0 * ATTN_BLK, ATTN_BLK, rows, keys); }
                 const void *ds = attn_words(bf16, dsb + i0 * ATTN_BLK, op.dsr2, 0);
                 for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
                     const void *kp = attn_words(bf16, op.kp, op.kp2, c0);
-                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, ds, bf16 ? ATTN_BLK / 2 : ATTN_BLK, kp,
-                                   hs_pad, bf16 ? (keys + 1) / 2 : keys, c0, hs, scale, k0 == 0, arith);
+                    ATTN_WITH_ROWS(rows, attn_bwd_q, dq + (q0 + i0) * C3, C3, ds, attn_k(arith, ATTN_BLK), kp,
+                                   hs_pad, attn_k(arith, keys), c0, hs, scale, k0 == 0, arith);
                 }
             }
         }
@@ -757,7 +760,7 @@ static void attention_backward(float *dqkv, const float *dout, const float *out,
     attn_check_shape(T, C, NH);
     const float scale = 1.0f / sqrtf((float)(C / NH));
     const attn_arith arith = attn_current_arith();
-    if (arith != ATTN_FP32) { attn_workspace(attn_max_threads(), attn_bwd_queries_words(T, C / NH, arith == ATTN_BF16_AMX)); }
+    if (arith != ATTN_FP32) { attn_workspace(attn_max_threads(), attn_bwd_queries_words(T, C / NH, arith)); }
     // one head per task: every head costs the same, and its dK, dV, dQ are written by it alone
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
@@ -826,7 +829,7 @@ ATTN_NO_AUTOVECTORIZE static void attention_head_cached_bf16(float *out, const f
                 const float *vj = v + (size_t)j * hs;
                 int d = 0;
                 for (; d + ATTN_VW <= hs; d += ATTN_VW) {
-                    vec_store(o + d, vec_load(o + d) + p * (vfloat)attn_bf16_bits(vec_load(vj + d)));
+                    vec_store(o + d, vec_load(o + d) + p * attn_bf16_round(vec_load(vj + d)));
                 }
                 for (; d < hs; d++) { o[d] += p * gemm_bf16_round(vj[d]); }
             }

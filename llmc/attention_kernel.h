@@ -61,11 +61,24 @@ VEC_INLINE void attn_tile(const int R, vfloat acc[ATTN_R][2], const float *a, pt
 // k+1 in the high half, so that vdpbf16ps adds both products of a pair into an fp32 lane
 // (the high one first). The broadcast side (a) holds the pairs of its k's, the vector side
 // (b) a row of pair words per pair of k's; strides count words and K counts pairs; an odd
-// last k pairs with 0. Without AVX512_BF16 in the build (it needs 16-lane vectors) or with
-// LLMC_BF16_EMULATE=1, fp32 FMAs over the same pairs in the instruction's order give the same
-// bits, denormals aside.
+// last k pairs with 0.
+//
+// The emulated path (no AVX512_BF16 in the build, vdpbf16ps slower than the FMA as on Intel's
+// cores (precision.h), or LLMC_BF16_EMULATE=1) gets the same bits from the fp32 tile: each
+// pair is packed as its two halves, rounded floats, the high one first (element k^1 at k), and
+// fp32 FMAs add the exact products in the instruction's order, denormals aside. A pair costs
+// two k steps of attn_tile, as two floats would: unpacking pair words in registers instead
+// cost 1.4x the fp32 products on Intel Xeon (family 6 model 207), whose AVX-512 shifts and
+// masks share the FMA's two ports.
 
 typedef enum { ATTN_FP32, ATTN_BF16_EMULATED, ATTN_BF16_NATIVE, ATTN_BF16_AMX } attn_arith;
+
+// The tile's k steps over n elements: n floats (fp32), (n+1)/2 pair words (vdpbf16ps, AMX), or
+// 2 floats a pair (emulated). Each is 4 bytes, so offsets and strides count them on every path.
+static inline int attn_k(attn_arith arith, int n) {
+    if (arith == ATTN_FP32) { return n; }
+    return arith == ATTN_BF16_EMULATED ? (n + 1) / 2 * 2 : (n + 1) / 2;
+}
 
 #if ATTN_VW == 16 && defined(__AVX512BF16__) && GEMM_HAVE_BF16_KERNEL
 #define ATTN_HAVE_BF16_NATIVE 1
@@ -91,18 +104,37 @@ static attn_arith attn_current_arith(void) {
 
 typedef uint32_t vuint_u __attribute__((vector_size(ATTN_VW * sizeof(float)), aligned(4), may_alias));
 
-// x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero (gemm_bf16_bits's rule).
+// x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero (gemm_bf16_bits's rule):
+// every vector rounding of attention's operands, on every path, goes through here.
 VEC_INLINE vuint attn_bf16_bits(vfloat x) { return vec_bf16_bits32(x); }
+VEC_INLINE vfloat attn_bf16_round(vfloat x) { return (vfloat)attn_bf16_bits(x); }
 
 // Pair words of lo and hi lane by lane, each rounded to bf16.
 VEC_INLINE vuint attn_bf16_pairs(vfloat lo, vfloat hi) { return attn_bf16_bits(hi) | (attn_bf16_bits(lo) >> 16); }
 
-// dst[p*ldd + c] = pair (src[2p][c], src[2p+1][c]) for p < (nr+1)/2, c < nc: two rows of
-// src (rows lds apart) make one row of words; an odd last row pairs with 0.
-static void attn_pack_row_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+// Pairs of rows: two rows of src (rows lds apart, nr rows, nc columns) make one row p of dst
+// (rows ldd apart), for p < (nr+1)/2; an odd last row pairs with 0. As pair words (dst[p*ldd +
+// c] = pair (src[2p][c], src[2p+1][c])), or split (emulated: float rows 2p and 2p+1 of dst =
+// src rows 2p+1 and 2p, rounded, where ldd counts floats).
+static void attn_pack_row_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds,
+                                int nr, int nc) {
+    const int split = arith == ATTN_BF16_EMULATED;
     for (int p = 0; 2 * p < nr; p++) {
         const float *lo = src + 2 * p * lds, *hi = lo + lds;
         const int has_hi = 2 * p + 1 < nr;
+        if (split) {
+            float *d_hi = (float *)dst + 2 * p * ldd, *d_lo = d_hi + ldd;
+            int c = 0;
+            for (; c + ATTN_VW <= nc; c += ATTN_VW) {
+                vec_store(d_hi + c, has_hi ? attn_bf16_round(vec_load(hi + c)) : (vfloat){0});
+                vec_store(d_lo + c, attn_bf16_round(vec_load(lo + c)));
+            }
+            for (; c < nc; c++) {
+                d_hi[c] = has_hi ? gemm_bf16_round(hi[c]) : 0.0f;
+                d_lo[c] = gemm_bf16_round(lo[c]);
+            }
+            continue;
+        }
         int c = 0;
         for (; c + ATTN_VW <= nc; c += ATTN_VW) {
             *(vuint_u *)(dst + p * ldd + c) = attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0});
@@ -111,18 +143,34 @@ static void attn_pack_row_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, 
     }
 }
 
-// dst[r*ldd + p] = pair (src[r][2p], src[r][2p+1]) for r < nr, p < (nc+1)/2: pairs along a
-// row; an odd last column pairs with 0.
-static void attn_pack_col_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
+// Pairs along each row r < nr of src (rows lds apart, nc columns): as pair words (dst[r*ldd + p]
+// = pair (src[r][2p], src[r][2p+1]) for p < (nc+1)/2), or split (emulated: floats dst[r*ldd +
+// 2p] = src[r][2p+1] and dst[r*ldd + 2p+1] = src[r][2p], rounded, where ldd counts floats); an
+// odd last column pairs with 0.
+static void attn_pack_col_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds,
+                                int nr, int nc) {
+    const int split = arith == ATTN_BF16_EMULATED;
 #if !defined(__clang__)
     // the bf16 halves of 2 VW rounded floats, 2VW 16-bit lanes: lane m of the result is lane 2m+1
     // (the high half of float m) of the two vectors side by side
     typedef uint16_t vhalf __attribute__((vector_size(ATTN_VW * sizeof(float))));
     vhalf odd;
+    vint swap;  // the lanes of each pair exchanged
     for (int m = 0; m < 2 * ATTN_VW; m++) { odd[m] = (uint16_t)(2 * m + 1); }
+    for (int l = 0; l < ATTN_VW; l++) { swap[l] = l ^ 1; }
 #endif
     for (int r = 0; r < nr; r++) {
         const float *s = src + r * lds;
+        if (split) {
+            float *d = (float *)dst + r * ldd;
+            int c = 0;
+#if !defined(__clang__)
+            for (; c + ATTN_VW <= nc; c += ATTN_VW) { vec_store(d + c, __builtin_shuffle(attn_bf16_round(vec_load(s + c)), swap)); }
+#endif
+            for (; c < nc; c++) { d[c ^ 1] = gemm_bf16_round(s[c]); }
+            if (nc % 2 == 1) { d[nc - 1] = 0.0f; }
+            continue;
+        }
         int p = 0;
 #if !defined(__clang__)
         for (; 2 * (p + ATTN_VW) <= nc; p += ATTN_VW) {
@@ -132,56 +180,6 @@ static void attn_pack_col_pairs(uint32_t *dst, ptrdiff_t ldd, const float *src, 
         }
 #endif
         for (; 2 * p < nc; p++) { dst[r * ldd + p] = gemm_bf16_pair(s[2 * p], 2 * p + 1 < nc ? s[2 * p + 1] : 0.0f); }
-    }
-}
-
-// attn_tile over bf16 pairs: acc[r][v] += sum_{p<KP} a[r*a_r + p*a_p] . b[p*ldb + v*VW], a and
-// b pair words, each pair's high product added first, then its low one.
-//
-// The emulated version: fp32 FMAs on the pairs' halves (exact products, one rounding per add, as
-// the instruction), split in registers: B's two words into four vectors once a pair, each row's
-// word broadcast and split into two. It is the bf16 path where vdpbf16ps is absent or slower
-// than the FMA (Intel's cores: precision.h), so its rows are compile-time constants, in one
-// function with a case per R (attn_tile_bf16_emulated), not inlined at the call sites: GCC 12
-// -O3 inlining it into all 84 (call site, R) instantiations tripled the compile time of the
-// -DVEC_WIDTH=16 build (RTL PRE and load CSE after reload over functions that had grown by 80%).
-// Intel Xeon (family 6 model 207), GPT-2 124M at T=1024, 2 threads (dev/cpu attention harnesses):
-// forward 63 -> 52 ms, backward 147 -> 117 ms, against 37 and 98 in fp32 (the splitting costs).
-VEC_INLINE void attn_tile_bf16_emulated_rows(const int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
-                                             ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
-    vfloat c[ATTN_R][2];  // in registers for the whole loop
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; r++) { c[r][0] = acc[r][0], c[r][1] = acc[r][1]; }
-    for (int p = 0; p < KP; p++) {
-        const vuint b0 = *(const vuint *)(b + p * ldb), b1 = *(const vuint *)(b + p * ldb + ATTN_VW);
-        const vfloat b0_hi = (vfloat)(b0 & 0xffff0000u), b0_lo = (vfloat)(b0 << 16);
-        const vfloat b1_hi = (vfloat)(b1 & 0xffff0000u), b1_lo = (vfloat)(b1 << 16);
-        #pragma GCC unroll 16
-        for (int r = 0; r < R; r++) {
-            const vuint w = (vuint){0} + a[r * a_r + p * a_p];
-            const vfloat a_hi = (vfloat)(w & 0xffff0000u), a_lo = (vfloat)(w << 16);
-            c[r][0] += a_hi * b0_hi;
-            c[r][0] += a_lo * b0_lo;
-            c[r][1] += a_hi * b1_hi;
-            c[r][1] += a_lo * b1_lo;
-        }
-    }
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; r++) { acc[r][0] = c[r][0], acc[r][1] = c[r][1]; }
-}
-#if defined(__clang__)  // has no noclone (and warns on it)
-#define ATTN_NOINLINE __attribute__((noinline))
-#else
-#define ATTN_NOINLINE __attribute__((noinline, noclone))
-#endif
-ATTN_NOINLINE static void attn_tile_bf16_emulated(int R, vfloat acc[ATTN_R][2], const uint32_t *a, ptrdiff_t a_r,
-                                                  ptrdiff_t a_p, const uint32_t *b, ptrdiff_t ldb, int KP) {
-    switch (R) {
-    VEC_CASES_ROWS_1_TO_6(attn_tile_bf16_emulated_rows, acc, a, a_r, a_p, b, ldb, KP)
-#if ATTN_R > 6
-    VEC_CASES_ROWS_7_TO_12(attn_tile_bf16_emulated_rows, acc, a, a_r, a_p, b, ldb, KP)
-#endif
-    default: break;
     }
 }
 
@@ -201,22 +199,18 @@ VEC_INLINE void attn_tile_bf16_native(const int R, vfloat acc[ATTN_R][2], const 
 }
 #endif
 
-// One product of either kind: fp32 (a, b floats, K k's) or bf16 (pair words, K pairs).
+// One product, K steps (attn_k): floats (fp32, and the emulated path's split pairs) or pair
+// words on vdpbf16ps. The AMX path makes block products instead (attn_amx_product).
 VEC_INLINE void attn_product(const int R, vfloat acc[ATTN_R][2], const void *a, ptrdiff_t a_r, ptrdiff_t a_k,
                              const void *b, ptrdiff_t ldb, int K, attn_arith arith) {
-    if (arith == ATTN_FP32) {
-        attn_tile(R, acc, a, a_r, a_k, b, ldb, K);
 #if ATTN_HAVE_BF16_NATIVE
-    } else if (arith == ATTN_BF16_NATIVE) {
+    if (arith == ATTN_BF16_NATIVE) {
         attn_tile_bf16_native(R, acc, a, a_r, a_k, b, ldb, K);
-#endif
-    } else {
-        // through a copy, so that acc's address does not escape to the call (acc stays in registers)
-        vfloat t[ATTN_R][2];
-        for (int r = 0; r < R; r++) { t[r][0] = acc[r][0], t[r][1] = acc[r][1]; }
-        attn_tile_bf16_emulated(R, t, a, a_r, a_k, b, ldb, K);
-        for (int r = 0; r < R; r++) { acc[r][0] = t[r][0], acc[r][1] = t[r][1]; }
+        return;
     }
+#endif
+    (void)arith;
+    attn_tile(R, acc, a, a_r, a_k, b, ldb, K);
 }
 
 // ----------------------------------------------------------------------------
@@ -388,15 +382,16 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
 
 // Q^T, K^T or V^T (channels x positions) of nr positions of src (rows lds apart), nc channels:
 // dst[d*ldd + r] = src[r][d] for d < nc, r < nr, and 0 for nr <= r < ldd (positions past T).
-// With pairs (bf16): the pair words of the channel pairs in place of the channels, dst[p*ldd + r]
-// = pair (src[r][2p], src[r][2p+1]), packed along each row and transposed as they are (moves
-// only: the words' bits pass through); dst is the float view of the words. nr <= ATTN_BLK.
+// In bf16 the channels as attn_pack_col_pairs packs them: pair words of channel pairs in place of
+// the channels (dst[p*ldd + r] = pair (src[r][2p], src[r][2p+1]), the float view of the words),
+// or split (emulated: row d of dst holds channel d^1, rounded); packed along each row, then
+// transposed as they are (moves only: the bits pass through). nr <= ATTN_BLK.
 static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
-                                 int pairs) {
-    const int rows = pairs ? (nc + 1) / 2 : nc;  // of dst
-    if (pairs) {
-        union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } words;
-        attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);
+                                 attn_arith arith) {
+    const int rows = attn_k(arith, nc);  // of dst
+    if (arith != ATTN_FP32) {
+        union { float f[ATTN_BLK * ATTN_MAX_HS]; uint32_t u[ATTN_BLK * ATTN_MAX_HS]; } words;
+        attn_pack_col_pairs(arith, words.u, rows, src, lds, nr, nc);
         attn_transpose(dst, ldd, words.f, rows, rows, nr, 1.0f, ATTN_COPY);
     } else {
         attn_transpose(dst, ldd, src, lds, nc, nr, 1.0f, ATTN_COPY);
@@ -409,14 +404,14 @@ static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, pt
 // attn_pack_col_pairs for an AMX operand: then zero words to whole tiles, pairs up to ldd (a
 // multiple of 16) and rows up to attn_round16(nr).
 static void attn_pack_col_pairs_tiles(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
-    attn_pack_col_pairs(dst, ldd, src, lds, nr, nc);
+    attn_pack_col_pairs(ATTN_BF16_AMX, dst, ldd, src, lds, nr, nc);
     attn_zero_words(dst, ldd, 0, nr, (nc + 1) / 2, (int)ldd);
     attn_zero_words(dst, ldd, nr, attn_round16(nr), 0, (int)ldd);
 }
 
 // attn_pack_row_pairs for an AMX operand: then rows of zero words up to attn_round16((nr+1)/2).
 static void attn_pack_row_pairs_tiles(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
-    attn_pack_row_pairs(dst, ldd, src, lds, nr, nc);
+    attn_pack_row_pairs(ATTN_BF16_AMX, dst, ldd, src, lds, nr, nc);
     attn_zero_words(dst, ldd, (nr + 1) / 2, attn_round16((nr + 1) / 2), 0, nc);
 }
 
@@ -427,7 +422,7 @@ static void attn_pack_row_pairs_tiles(uint32_t *dst, ptrdiff_t ldd, const float 
 static void attn_pack_pairs_transposed(uint32_t *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
     const int np = (nr + 1) / 2;
     union { float f[ATTN_BLK * ATTN_MAX_HS / 2]; uint32_t u[ATTN_BLK * ATTN_MAX_HS / 2]; } words;
-    attn_pack_row_pairs(words.u, nc, src, lds, nr, nc);
+    attn_pack_row_pairs(ATTN_BF16_AMX, words.u, nc, src, lds, nr, nc);
     attn_transpose((float *)dst, ldd, words.f, nc, nc, np, 1.0f, ATTN_COPY);
     attn_zero_words(dst, ldd, 0, nc, np, attn_round16(np));
     attn_zero_words(dst, ldd, nc, attn_round16(nc), 0, attn_round16(np));

@@ -28,8 +28,8 @@ given the bf16 forward's out and lse):
   1  simple: Bf16Attention.backward of scripts/reference/gpt2_reference.py (the spec) in float64 on Q,
      K, V and dout rounded to bf16, P and dS rounded to bf16 where they enter the products
      (the reference)
-  2  llmc/attention.h, emulated: fp32 FMAs over the bf16 pairs (CPUs without AVX512_BF16,
-     LLMC_BF16_EMULATE=1)
+  2  llmc/attention.h, emulated: the fp32 tiles over each bf16 pair's halves, high first (CPUs
+     without AVX512_BF16 or where vdpbf16ps is slower than the FMA, LLMC_BF16_EMULATE=1)
   3  llmc/attention.h, vdpbf16ps: skipped where the build or the CPU lacks AVX512_BF16 or
      with LLMC_BF16_EMULATE=1; must give version 2's bits
   4  llmc/attention.h, AMX tiles (TDPBF16PS, the amx path's attention): skipped where the build

@@ -19,8 +19,8 @@ bf16 versions (--precision bf16: the kernel's arithmetic under matmul_set_precis
   1  simple: Bf16Attention.forward of scripts/reference/gpt2_reference.py (the spec) in float64 on Q, K,
      V rounded to bf16, p = exp(score - m) rounded to bf16, m the running maximum after the
      key's block of ATTN_BK, then scaled by exp(m - lse) (the reference)
-  2  llmc/attention.h, emulated: fp32 FMAs over the bf16 pairs (CPUs without AVX512_BF16,
-     LLMC_BF16_EMULATE=1)
+  2  llmc/attention.h, emulated: the fp32 tiles over each bf16 pair's halves, high first (CPUs
+     without AVX512_BF16 or where vdpbf16ps is slower than the FMA, LLMC_BF16_EMULATE=1)
   3  llmc/attention.h, vdpbf16ps: skipped where the build or the CPU lacks AVX512_BF16 or
      with LLMC_BF16_EMULATE=1; must give version 2's bits
   4  llmc/attention.h, AMX tiles (TDPBF16PS, the amx path's attention): skipped where the build

@@ -169,13 +169,17 @@ MUTANTS=(
     "llmc/gemm.h|s#    const int swap = emulated ? 1 : 0; #    const int swap = emulated \&\& P != GEMM_MR ? 1 : 0; #;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
     # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
     # pair order swapped in attn_pack_row_pairs (pairs of rows), and in attn_pack_col_pairs
-    # (pairs along a row): each packer feeds both operands of some products, which then only
-    # add in another order, but dQ = dS K meets dS's pairs of keys from the one with K's from
-    # the other; Q^T, K^T and V^T paired along the wrong dimension
-    "llmc/attention_kernel.h|s/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return vec_bf16_bits32(x); }/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return (vuint)x \& 0xffff0000u; }/|h.0.atty|bf16 attention rounding by truncation|bf16"
-    "llmc/attention_kernel.h|s/attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0})/(has_hi ? attn_bf16_pairs(vec_load(hi + c), vec_load(lo + c)) : attn_bf16_pairs(vec_load(lo + c), (vfloat){0}))/;s/dst\[p \* ldd + c\] = gemm_bf16_pair(lo\[c\], has_hi ? hi\[c\] : 0.0f);/dst[p * ldd + c] = has_hi ? gemm_bf16_pair(hi[c], lo[c]) : gemm_bf16_pair(lo[c], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_row_pairs (first seen in dQ)|bf16"
-    "llmc/attention_kernel.h|s/dst\[r \* ldd + p\] = gemm_bf16_pair(s\[2 \* p\], 2 \* p + 1 < nc ? s\[2 \* p + 1\] : 0.0f);/dst[r * ldd + p] = 2 * p + 1 < nc ? gemm_bf16_pair(s[2 * p + 1], s[2 * p]) : gemm_bf16_pair(s[2 * p], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_col_pairs (first seen in dQ)|bf16"
-    "llmc/attention_kernel.h|s/attn_pack_col_pairs(words.u, rows, src, lds, nr, nc);/attn_pack_row_pairs(words.u, rows, src, lds, nr, nc);/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T paired along the positions instead of the channels|bf16"
+    # (pairs along a row), as pair words (vdpbf16ps) and as split floats (emulated): each
+    # packer feeds both operands of some products, which then only add in another order, but
+    # dQ = dS K meets dS's pairs of keys from the one with K's from the other; Q^T, K^T and V^T
+    # paired along the wrong dimension
+    "llmc/attention_kernel.h|s/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return vec_bf16_bits32(x); }/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return (vuint)x \& 0xffff0000u; }/|h.0.att_lse|bf16 attention rounding by truncation (emulated path: Q and K too, by vectors from 16 channels)|bf16|LLMC_BF16_EMULATE=1"
+    "llmc/attention_kernel.h|s/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return vec_bf16_bits32(x); }/VEC_INLINE vuint attn_bf16_bits(vfloat x) { return (vuint)x \& 0xffff0000u; }/|h.0.atty|bf16 attention rounding by truncation (vdpbf16ps path: pairs of channels by vectors from 32)|bf16|LLMC_BF16_PATH=avx512bf16"
+    "llmc/attention_kernel.h|s/attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0})/(has_hi ? attn_bf16_pairs(vec_load(hi + c), vec_load(lo + c)) : attn_bf16_pairs(vec_load(lo + c), (vfloat){0}))/;s/dst\[p \* ldd + c\] = gemm_bf16_pair(lo\[c\], has_hi ? hi\[c\] : 0.0f);/dst[p * ldd + c] = has_hi ? gemm_bf16_pair(hi[c], lo[c]) : gemm_bf16_pair(lo[c], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_row_pairs (first seen in dQ)|bf16|LLMC_BF16_PATH=avx512bf16"
+    "llmc/attention_kernel.h|s/float \*d_hi = (float \*)dst + 2 \* p \* ldd, \*d_lo = d_hi + ldd;/float *d_lo = (float *)dst + 2 * p * ldd, *d_hi = d_lo + ldd;/|h.1.dqkv|bf16 attention split pairs of rows in the wrong order (emulated path, first seen in dQ)|bf16|LLMC_BF16_EMULATE=1"
+    "llmc/attention_kernel.h|s/dst\[r \* ldd + p\] = gemm_bf16_pair(s\[2 \* p\], 2 \* p + 1 < nc ? s\[2 \* p + 1\] : 0.0f);/dst[r * ldd + p] = 2 * p + 1 < nc ? gemm_bf16_pair(s[2 * p + 1], s[2 * p]) : gemm_bf16_pair(s[2 * p], 0.0f);/|h.1.dqkv|bf16 attention pair order swapped in attn_pack_col_pairs (first seen in dQ)|bf16|LLMC_BF16_PATH=avx512bf16"
+    "llmc/attention_kernel.h|s/swap\[l\] = l ^ 1;/swap[l] = l;/;s/d\[c ^ 1\] = gemm_bf16_round(s\[c\]);/d[c] = gemm_bf16_round(s[c]);/;s/if (nc % 2 == 1) { d\[nc - 1\] = 0.0f; }/if (nc % 2 == 1) { d[nc] = 0.0f; }/|h.1.dqkv|bf16 attention split pairs along a row in the wrong order (emulated path, first seen in dQ)|bf16|LLMC_BF16_EMULATE=1"
+    "llmc/attention_kernel.h|s/attn_pack_col_pairs(arith, words.u, rows, src, lds, nr, nc);/attn_pack_row_pairs(arith, words.u, rows, src, lds, nr, nc);/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T paired along the positions instead of the channels|bf16"
     # bf16 attention on AMX tiles (built as the "AMX path" build above): the forward's mask one
     # key late; the backward's P unmasked on the diagonal; dQ added to what dqkv held; a block
     # product's second row of tiles fed the first's A; V^T's, dout^T's and Q^T's last channel
@@ -206,6 +210,10 @@ for i in "${!selected[@]}"; do
     dir=build/mutant/$i
     if [ "$environment" = LLMC_BF16_PATH=amx ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
         pass "mutant skipped (this CPU has neither AMX nor AVX512_BF16 for the model of the tiles): $what"
+        continue
+    fi
+    if [ "$environment" = LLMC_BF16_PATH=avx512bf16 ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
+        pass "mutant skipped (this CPU has no AVX512_BF16, whose path it breaks): $what"
         continue
     fi
     if cmp -s "$file" "$dir/$file"; then
