@@ -738,7 +738,9 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
             for (int i0 = 0; i0 < nq; i0 += ATTN_R) {
                 const int rows = attn_min(ATTN_R, nq - i0);
                 const int keys = diag ? attn_min(nk, i0 + rows) : nk;  // on the diagonal, keys after the last row are 0
-                if (bf16) { attn_pack_col_pairs(arith, op.dsr2, attn_k(arith, ATTN_BLK), dsb + i0 * ATTN_BLK, ATTN_BLK, rows, keys); }
+                if (bf16) {
+                    attn_pack_col_pairs(arith, op.dsr2, attn_k(arith, ATTN_BLK), dsb + i0 * ATTN_BLK, ATTN_BLK, rows, keys);
+                }
                 const void *ds = attn_words(bf16, dsb + i0 * ATTN_BLK, op.dsr2, 0);
                 for (int c0 = 0; c0 < hs_pad; c0 += ATTN_W) {
                     const void *kp = attn_words(bf16, op.kp, op.kp2, c0);

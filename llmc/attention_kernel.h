@@ -165,7 +165,9 @@ static void attn_pack_col_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, 
             float *d = (float *)dst + r * ldd;
             int c = 0;
 #if !defined(__clang__)
-            for (; c + ATTN_VW <= nc; c += ATTN_VW) { vec_store(d + c, __builtin_shuffle(attn_bf16_round(vec_load(s + c)), swap)); }
+            for (; c + ATTN_VW <= nc; c += ATTN_VW) {
+                vec_store(d + c, __builtin_shuffle(attn_bf16_round(vec_load(s + c)), swap));
+            }
 #endif
             for (; c < nc; c++) { d[c ^ 1] = gemm_bf16_round(s[c]); }
             if (nc % 2 == 1) { d[nc - 1] = 0.0f; }
