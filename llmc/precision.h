@@ -51,9 +51,11 @@ static int bf16_path_available(Bf16Path p) {
 // registers only, each timed 3 times after a warm-up, the best kept. 2.0 on AMD Zen 4 (2026-11-26);
 // 0.49 on an Intel Xeon (family 6 model 207, AMX not exposed by its VM, 2026-11-28), whose
 // vdpbf16ps issues at a quarter of its FMA rate: there the emulated path is the faster.
+// (dev/cpu/fma_peak's peaks run the same two loops, on every thread for longer.)
 #define BF16_RATE_CHAINS 12
 static volatile float bf16_rate_sink;
-static double bf16_fma_rate(long iters) {
+// fp32 multiply-adds a second on this thread: iters rounds of the chains' FMAs.
+static double fma_madds_per_second(long iters) {
     vfloat acc[BF16_RATE_CHAINS];
     const vfloat a = vec_set1(0.999999f), b = vec_set1(1e-7f);
     for (int c = 0; c < BF16_RATE_CHAINS; c++) { acc[c] = vec_set1((float)c); }
@@ -67,7 +69,8 @@ static double bf16_fma_rate(long iters) {
     return (double)VEC_WIDTH * BF16_RATE_CHAINS * (double)iters / seconds;
 }
 #if GEMM_HAVE_BF16_KERNEL
-GEMM_BF16_TARGET static double bf16_dot_rate(long iters) {
+// bf16 multiply-adds a second on this thread by vdpbf16ps (where the CPU has AVX512_BF16).
+GEMM_BF16_TARGET static double bf16_dot_madds_per_second(long iters) {
     __m512 acc[BF16_RATE_CHAINS];
     const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
     for (int c = 0; c < BF16_RATE_CHAINS; c++) { acc[c] = _mm512_set1_ps((float)c); }
@@ -86,11 +89,11 @@ static double bf16_dot_over_fma(void) {
 #if GEMM_HAVE_BF16_KERNEL
     if (ratio == 0.0 && bf16_path_available(BF16_PATH_AVX512BF16)) {
         const long iters = 20000;  // 240k instructions: 0.1-0.5 ms each
-        bf16_dot_rate(iters);      // warm-up: the 512-bit units power up, the clocks settle
-        bf16_fma_rate(iters);
+        bf16_dot_madds_per_second(iters);  // warm-up: the 512-bit units power up, the clocks settle
+        fma_madds_per_second(iters);
         double dot = 0.0, fma = 0.0;
         for (int r = 0; r < 3; r++) {
-            const double d = bf16_dot_rate(iters), f = bf16_fma_rate(iters);
+            const double d = bf16_dot_madds_per_second(iters), f = fma_madds_per_second(iters);
             if (d > dot) { dot = d; }
             if (f > fma) { fma = f; }
         }

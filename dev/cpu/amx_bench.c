@@ -1,7 +1,8 @@
 /*
 The bf16 GEMM on GPT-2 124M's 27 products (9 shapes x the three products of a linear layer),
-timed alone: GFLOP/s and the share of the AMX peak (amx_peak.h) or, without AMX, of the
-vdpbf16ps peak. The bf16 path is the run's (LLMC_BF16_PATH forces one). Its yardstick on the
+timed alone: GFLOP/s and the share of the peak of the unit the run's path computes on (peaks.h:
+AMX tiles, vdpbf16ps, or the fp32 FMA for fp32 and the emulated path). The bf16 path is the
+run's (LLMC_BF16_PATH forces one). Its yardstick on the
 lent Xeon is oneDNN's bf16 matmul through PyTorch (dev/cpu/matmul_torch.py, the same products
 and the same lines), which dev/cpu/run_amx.sh sets side by side; matmul_bf16.c does the same
 with oneDNN's C API where libdnnl is installed.
@@ -18,8 +19,7 @@ model holds them: activations and gradients in fp32, the weight in bf16 from its
   dinp  dinp (BT, C)  = dout (BT, OC) . weight (OC, C)
   dw    dw (OC, C)    = dout^T . inp (BT, C)
 */
-#include "amx_peak.h"
-#include "bf16_peak.h"
+#include "peaks.h"
 #include "common.h"
 #include "matmul_bench.h"
 
@@ -43,13 +43,8 @@ int main(int argc, char **argv) {
     gemm_init();
     matmul_set_precision(fp32 ? PRECISION_FP32 : PRECISION_BF16);
     const int threads = omp_get_max_threads();
-    double peak = 0.0;
-    const char *peak_name = "none";
-    if (!fp32 && precision_bf16_path() == BF16_PATH_AMX) {
-        peak = amx_peak(threads), peak_name = "AMX TDPBF16PS";
-    } else if (!fp32 && bf16_dot_available()) {
-        peak = bf16_dot_peak(threads), peak_name = "vdpbf16ps";
-    }
+    const char *peak_name;
+    const double peak = peak_of_run(threads, &peak_name);
     printf("threads: %d; ours: %s; peak (%s): %.1f GFLOP/s\n", threads, matmul_precision_path(), peak_name, peak);
     double log_g = 0.0;
     int n = 0;

@@ -15,60 +15,16 @@ bf16: vdpbf16ps (AVX512_BF16), the instruction a bf16 GEMM runs on: each 512-bit
 multiplies 32 pairs of bf16 and adds them, pairwise, into 16 fp32 lanes, i.e. 32
 multiply-adds = 64 flops. It is compiled with a target attribute and called only when
 the CPU has it (checked at run time), so this file builds and runs on any x86-64.
+The loops: peaks.h.
 */
-#include <immintrin.h>
-#include "amx_peak.h"
-#include "bf16_peak.h"
-#include "common.h"
-
-#if defined(__AVX512F__)
-#define PEAK_LANES 16
-#elif defined(__AVX2__)
-#define PEAK_LANES 8
-#else
-#define PEAK_LANES 4
-#endif
-typedef float vfloat __attribute__((vector_size(PEAK_LANES * 4)));
-#define CHAINS 12
-
-static double fma_gflops(int threads, long iters) {
-    float sink = 0.0f;
-    double t0 = now_seconds();
-    #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-        vfloat acc[CHAINS];
-        vfloat a = {0}, b = {0};
-        a += 0.999999f;
-        b += 1e-7f;
-        for (int c = 0; c < CHAINS; c++) { acc[c] = a * (float)c; }
-        for (long it = 0; it < iters; it++) {
-            #pragma GCC unroll 12
-            for (int c = 0; c < CHAINS; c++) { acc[c] = acc[c] * a + b; }
-        }
-        for (int c = 0; c < CHAINS; c++) { sink += acc[c][0]; }
-    }
-    double seconds = now_seconds() - t0;
-    if (sink == 12345.0f) { printf(" "); }  // keep the result alive
-    return 2.0 * PEAK_LANES * CHAINS * (double)iters * threads / seconds / 1e9;
-}
-
-// The best of 3 timed runs with `threads` threads of fn.
-static double best_of_3(double (*fn)(int, long), int threads, long iters) {
-    double best = 0.0;
-    for (int r = 0; r < 3; r++) {
-        double g = fn(threads, iters);
-        if (g > best) { best = g; }
-    }
-    return best;
-}
+#include "peaks.h"
 
 int main(void) {
-    int threads = omp_get_max_threads();
-    fma_gflops(threads, 20000000);  // warm up: clocks ramp
-    double all = best_of_3(fma_gflops, threads, 100000000);
-    double one = best_of_3(fma_gflops, 1, 100000000);
+    const int threads = omp_get_max_threads();
+    double all = fma_peak_gflops(threads);
+    double one = fma_peak_gflops(1);
     printf("fp32 FMA peak: %.1f GFLOP/s with %d threads, %.1f with 1 (%d-lane vectors)\n", all, threads, one,
-           PEAK_LANES);
+           VEC_WIDTH);
     if (bf16_dot_available()) {
         all = bf16_dot_peak(threads);
         one = bf16_dot_peak(1);

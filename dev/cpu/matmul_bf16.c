@@ -23,11 +23,12 @@ Products (as in llmc/matmul.h; C is the plain product, no epilogue):
   fwd   out (BT, OC)  = inp (BT, C) . weight^T
   dinp  dinp (BT, C)  = dout (BT, OC) . weight (OC, C)
   dw    dw (OC, C)    = dout^T . inp (BT, C)
-The bf16 dot peak: bf16_peak.h, the figure of fma_peak (it had its own loop here, which printed
-291.8 GFLOP/s on a Zen 5 whose peak is 817: ours then ran at "279% of peak").
+The peak: that of the unit the run's bf16 path computes on (peaks.h's peak_of_run: vdpbf16ps,
+AMX tiles, or the fp32 FMA on the emulated path), the figures of fma_peak (it had its own loop
+here, which printed 291.8 GFLOP/s on a Zen 5 whose peak is 817: ours then ran at "279% of peak").
 */
 #include <oneapi/dnnl/dnnl.h>
-#include "bf16_peak.h"
+#include "peaks.h"
 #include "matmul_bench.h"
 #include "llmc/matmul.h"
 
@@ -143,9 +144,10 @@ int main(int argc, char **argv) {
     gemm_init();
     matmul_set_precision(PRECISION_BF16);
     DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
-    const double peak = bf16_dot_peak(omp_get_max_threads());  // 0 without AVX512_BF16
+    const char *peak_name;
+    const double peak = peak_of_run(omp_get_max_threads(), &peak_name);
     printf("threads: %d; ours: %s\n", omp_get_max_threads(), matmul_precision_path());
-    printf("bf16 dot peak (vdpbf16ps): %.1f GFLOP/s\n", peak);
+    printf("peak (%s): %.1f GFLOP/s\n", peak_name, peak);
     printf("times: best of 3 to 31 runs (about 0.3 s), %d alternating rounds of ours and oneDNN; ratio = median of\n"
            "the rounds' oneDNN ms / ours; then as many rounds of ours and oneDNN from fp32 (its operands converted\n"
            "from fp32 in its time, as ours does)\n", MATMUL_ROUNDS);
