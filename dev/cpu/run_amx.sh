@@ -16,8 +16,13 @@
 #   attention.txt  (part attention only) the attention harnesses in bf16 (version 3 vdpbf16ps,
 #               4 AMX tiles; they need OpenBLAS for version 2), and train_gpt2 --profile 1 at B=4
 #               T=1024 on the amx path, ours and BASELINE's in turn, each kernel's ms per step
+#   ratio.txt   (part ratio only) train_gpt2 --precision bf16 (on RATIO_PATH, default amx) and PyTorch
+#               side by side, round by round (torch_step.py --alternate, RATIO_ROUNDS rounds, default
+#               3), for each T in TS and each mode in TORCH_MODES; then, for each T, the lowest ratio
+#               over the modes. The ratio to quote: train.txt's runs follow one another over minutes,
+#               in which this host's speed changes
 #
-#   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all|attention]      (default all)
+#   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all|attention|ratio]      (default all)
 # GEMM_PATH (default amx) is our bf16 path in the gemm part's side-by-side table: avx512bf16 runs
 # that part on an AMD Zen 4 or 5 (PY=.venv/bin/python there).
 # STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024;
@@ -38,6 +43,8 @@ PATHS=${PATHS:-fp32 amx avx512bf16 emulated}
 TORCH_MODES=${TORCH_MODES-bf16 fp32 bf16-compiled fp32-compiled}  # set but empty: none
 GEMM_ROUNDS=${GEMM_ROUNDS:-3}
 GEMM_PATH=${GEMM_PATH:-amx}
+RATIO_PATH=${RATIO_PATH:-amx}
+RATIO_ROUNDS=${RATIO_ROUNDS:-3}
 PY=${PY:-python3}
 mkdir -p "$out"
 status=0
@@ -194,6 +201,26 @@ if [ "$what" = all ] || [ "$what" = train ]; then
             fi
         done
     } 2>&1 | tee "$out/train.txt"
+fi
+if [ "$what" = ratio ]; then
+    {
+        for T in $TS; do
+            steps=$STEPS64; [ "$T" = 1024 ] && steps=$STEPS1024
+            cmd="LLMC_BF16_PATH=$RATIO_PATH ./train_gpt2 -e d12 -b 4 -t $T -x $((steps + 1)) -v 0 -s 0 --shuffle 0 --precision bf16"
+            echo "== T=$T, ours: $cmd"
+            for mode in $TORCH_MODES; do
+                case $mode in *-compiled) prec=${mode%-compiled} c=--compile ;; *) prec=$mode c= ;; esac
+                $pin $PY dev/cpu/torch_step.py -B 4 -T "$T" --steps "$steps" --threads 2 --precision "$prec" $c \
+                    --rounds "$RATIO_ROUNDS" --alternate "$cmd" 2>&1 | grep -E '^(torch_step( round|:| config| warm-up)|error)'
+            done
+        done
+    } 2>&1 | tee "$out/ratio.txt"
+    {   # for each T, the lowest of the ratios over PyTorch's modes (measured at different minutes, the
+        # fastest mode's ratio is not surely the lowest: the lowest is the one to quote)
+        echo "== the lowest ratio over PyTorch's modes"
+        sed -n 's/^torch_step: B=[0-9]* T=\([0-9]*\) precision=\([a-z0-9]*\) mode=\([a-z]*\) .* median_ms=\([0-9.]*\) ours_median_ms=\([0-9.]*\) ratio=\([0-9.]*\)$/\1 \2 \3 \4 \5 \6/p' "$out/ratio.txt" |
+            sort -k1,1n -k6,6g | awk '$1 != last { last = $1; printf "T=%s: %sx, against PyTorch %s %s (%s ms; ours %s ms)\n", $1, $6, $2, $3, $4, $5 }'
+    } 2>&1 | tee -a "$out/ratio.txt"
 fi
 if [ "$what" = attention ]; then
     {

@@ -8,9 +8,19 @@ step does not depend on them.
     python3 dev/cpu/torch_step.py -B 4 -T 64 --steps 6 --threads 2 --precision bf16 [--compile]
 prints its configuration, one line per step, and
     torch_step: B=4 T=64 precision=bf16 mode=eager threads=2 median_ms=994.1
+
+Side by side with our trainer (--alternate CMD --rounds R): after the warm-up, R rounds of
+PyTorch's timed steps, each followed by CMD (a shell command running train_gpt2, whose
+"step N/M | ... | X ms |" lines it reads: its first step is a warm-up and left out). The lent
+Xeon's speed changes within a minute (two threads sometimes share one core's AMX unit), so a
+ratio means something only within a round; it prints each round's and then
+    torch_step: ... median_ms=781.0 ours_median_ms=334.5 ratio=2.31
+ratio: the median over the rounds of PyTorch's median over ours, in the same round.
 """
 import argparse
 import os
+import re
+import subprocess
 import sys
 import statistics
 import time
@@ -31,7 +41,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--alternate", metavar="CMD", help="our trainer's command, run after each round")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of timed steps (with --alternate)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     model = GPT(12, 768, 12)  # GPT-2 124M
@@ -60,14 +74,36 @@ def main():
     for _ in range(2 if args.compile else 1):  # warm-up (compiling: the forward, then the backward)
         step()
     print(f"torch_step warm-up: {time.perf_counter() - t0:.1f} s", flush=True)
-    times = []
-    for i in range(args.steps):
-        t0 = time.perf_counter()
-        loss = step()
-        times.append((time.perf_counter() - t0) * 1e3)
-        print(f"torch_step step {i + 1}: loss {loss:.4f} {times[-1]:.1f} ms", flush=True)
-    print(f"torch_step: B={args.B} T={args.T} precision={args.precision} mode={mode} threads={args.threads} "
-          f"median_ms={statistics.median(times):.1f}")
+    theirs, ours, ratios = [], [], []
+    for r in range(args.rounds):
+        times = []
+        for i in range(args.steps):
+            t0 = time.perf_counter()
+            loss = step()
+            times.append((time.perf_counter() - t0) * 1e3)
+            print(f"torch_step step {i + 1}: loss {loss:.4f} {times[-1]:.1f} ms", flush=True)
+        theirs.append(statistics.median(times))
+        if args.alternate:
+            ours.append(our_median_ms(args.alternate))
+            ratios.append(theirs[-1] / ours[-1])
+            print(f"torch_step round {r + 1}: median_ms={theirs[-1]:.1f} ours_median_ms={ours[-1]:.1f} "
+                  f"ratio={ratios[-1]:.2f}", flush=True)
+    line = (f"torch_step: B={args.B} T={args.T} precision={args.precision} mode={mode} threads={args.threads} "
+            f"median_ms={statistics.median(theirs):.1f}")
+    if args.alternate:
+        line += f" ours_median_ms={statistics.median(ours):.1f} ratio={statistics.median(ratios):.2f}"
+    print(line)
+
+
+def our_median_ms(cmd):
+    """The median ms of cmd's train_gpt2 step lines after its first; exits if it fails or prints none."""
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    ms = [float(m.group(2)) for m in re.finditer(r"^step +(\d+)/\d+ .*\| *([0-9.]+) ms \|", r.stdout, re.M)
+          if int(m.group(1)) >= 2]
+    if r.returncode != 0 or not ms:
+        tail = " ".join((r.stdout + r.stderr).strip().splitlines()[-2:])
+        sys.exit(f"error: --alternate command failed (exit {r.returncode}, {len(ms)} timed steps): {tail}")
+    return statistics.median(ms)
 
 
 if __name__ == "__main__":
