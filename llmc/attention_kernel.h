@@ -355,6 +355,7 @@ VEC_INLINE void attn_transpose_block(vfloat x[ATTN_VW]) {
 typedef enum {
     ATTN_COPY,        // d = x
     ATTN_SET_SCALED,  // d = 0 + scale * x: what adding scale * x to a zeroed d gives, bit for bit (-0 becomes +0)
+    ATTN_SPLIT_PAIRS, // d = x rounded to bf16, at row r^1 instead of r: the emulated path's split pairs
 } attn_transpose_mode;
 
 // dst[r*ldd + c] = src[c*lds + r] for r < nr, c < nc (or as mode says): packs rows into columns
@@ -362,22 +363,23 @@ typedef enum {
 static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
                            float scale, attn_transpose_mode mode) {
     const int nr_full = nr / ATTN_VW * ATTN_VW, nc_full = nc / ATTN_VW * ATTN_VW;
+    const int swap = mode == ATTN_SPLIT_PAIRS;  // r^1 stays within a VW x VW block (r0 is even)
     for (int r0 = 0; r0 < nr_full; r0 += ATTN_VW) {
         for (int c0 = 0; c0 < nc_full; c0 += ATTN_VW) {
             vfloat x[ATTN_VW];
             for (int c = 0; c < ATTN_VW; c++) { x[c] = *(const vfloat_u *)(src + (c0 + c) * lds + r0); }
             attn_transpose_block(x);
             for (int r = 0; r < ATTN_VW; r++) {
-                float *d = dst + (r0 + r) * ldd + c0;
-                vec_store(d, mode == ATTN_COPY ? x[r] : vec_set1(0.0f) + scale * x[r]);
+                float *d = dst + ((r0 + r) ^ swap) * ldd + c0;
+                vec_store(d, mode == ATTN_COPY ? x[r] : swap ? attn_bf16_round(x[r]) : vec_set1(0.0f) + scale * x[r]);
             }
         }
     }
     // the ragged edges, one element at a time
     for (int r = 0; r < nr; r++) {
         for (int c = r < nr_full ? nc_full : 0; c < nc; c++) {
-            float *d = dst + r * ldd + c;
-            *d = mode == ATTN_COPY ? src[c * lds + r] : 0.0f + scale * src[c * lds + r];
+            const float x = src[c * lds + r];
+            dst[(r ^ swap) * ldd + c] = mode == ATTN_COPY ? x : swap ? gemm_bf16_round(x) : 0.0f + scale * x;
         }
     }
 }
@@ -386,12 +388,18 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
 // dst[d*ldd + r] = src[r][d] for d < nc, r < nr, and 0 for nr <= r < ldd (positions past T).
 // In bf16 the channels as attn_pack_col_pairs packs them: pair words of channel pairs in place of
 // the channels (dst[p*ldd + r] = pair (src[r][2p], src[r][2p+1]), the float view of the words),
-// or split (emulated: row d of dst holds channel d^1, rounded); packed along each row, then
+// or split (emulated: row d of dst holds channel d^1, rounded, as attn_pack_col_pairs splits them:
+// rounded and swapped in attn_transpose's registers); pair words are packed along each row, then
 // transposed as they are (moves only: the bits pass through). nr <= ATTN_BLK.
 static void attn_pack_transposed(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc,
                                  attn_arith arith) {
     const int rows = attn_k(arith, nc);  // of dst
-    if (arith != ATTN_FP32) {
+    if (arith == ATTN_BF16_EMULATED) {
+        attn_transpose(dst, ldd, src, lds, nc, nr, 1.0f, ATTN_SPLIT_PAIRS);
+        if (nc % 2 == 1) {  // row nc-1 holds channel nc, past the last: an odd last channel pairs with 0
+            for (int r = 0; r < nr; r++) { dst[(nc - 1) * ldd + r] = 0.0f; }
+        }
+    } else if (arith != ATTN_FP32) {
         union { float f[ATTN_BLK * ATTN_MAX_HS]; uint32_t u[ATTN_BLK * ATTN_MAX_HS]; } words;
         attn_pack_col_pairs(arith, words.u, rows, src, lds, nr, nc);
         attn_transpose(dst, ldd, words.f, rows, rows, nr, 1.0f, ATTN_COPY);
