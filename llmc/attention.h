@@ -529,16 +529,22 @@ struct attn_bwd_operands {
         float kp[ATTN_BLK * ATTN_MAX_HS];
         uint32_t kp2[ATTN_BLK * ATTN_MAX_HS];
     } __attribute__((aligned(64)));
-    // fp32: Q and dout of the query block, rows packed hs apart: the products read them many
-    // times, and their rows 3C and C apart in memory would fall into few cache sets and many
-    // pages (bf16 packs them once per head: struct attn_bwd_queries)
-    float qb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
-    float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
-    // bf16: P and dS of a key vector pair, as rows of query pairs (for dV and dK); rows of dS as
-    // pairs of keys (for dQ). AMX: P and dS of the whole block (pb2[p*BLK + j]), all rows of dS
-    uint32_t pb2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
-    uint32_t dsb2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
-    uint32_t dsr2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
+    union {  // each precision uses one of the two
+        struct {
+            // fp32: Q and dout of the query block, rows packed hs apart: the products read them many
+            // times, and their rows 3C and C apart in memory would fall into few cache sets and many
+            // pages (bf16 packs them once per head: struct attn_bwd_queries)
+            float qb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
+            float gob[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));
+        };
+        struct {
+            // bf16: P and dS of a key vector pair, as rows of query pairs (for dV and dK); rows of dS as
+            // pairs of keys (for dQ). AMX: P and dS of the whole block (pb2[p*BLK + j]), all rows of dS
+            uint32_t pb2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
+            uint32_t dsb2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
+            uint32_t dsr2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
+        };
+    };
     float dqb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));  // AMX: dS K of the query block (BLK x hs_pad)
 };
 
