@@ -31,6 +31,9 @@
 # bf16-compiled fp32-compiled"; set but empty: none) PyTorch's (torch.compile takes 40-90 s to warm up at each).
 # A folder BASELINE (default baseline/, where present: another version's Makefile, train_gpt2.c and
 # llmc/) is built too and its train_gpt2 timed beside ours at T=64 (fp32, bf16), in the same run.
+# Data (git-ignored, so the device call must carry it): checks reads data/ref/{odd,chunks,tiny}-bf16
+# (skipped where absent); train, ratio and attention read data/tinyshakespeare's
+# tiny_shakespeare_train_000000.bin and gpt2_tokenizer.bin (make setup writes them).
 set -u
 cd "$(dirname "$0")/../.."
 out=${1:-${OUT:-dev/cpu/amx_run}}
