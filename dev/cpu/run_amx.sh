@@ -157,12 +157,16 @@ if [ "$what" = all ] || [ "$what" = gemm ]; then
     cat "$out/gemm.txt"
 fi
 
+# train_gpt2's flags for a timed run of GPT-2 124M at B=4: step_flags T STEPS (the steps, a warm-up
+# step added; no validation, no checkpoints, batches in order), shared by the parts train and ratio
+step_flags() { echo "-e d12 -b 4 -t $1 -x $(($2 + 1)) -v 0 -s 0 --shuffle 0"; }
 # ms per step of train_gpt2: the median of the timed steps (the first step is a warm-up)
 ours() {  # ours LABEL T STEPS [ENV...] -- FLAGS...
     local label=$1 T=$2 steps=$3; shift 3
     local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
     local log
-    log=$(env "${envs[@]}" $pin ${BIN:-./train_gpt2} -e d12 -b 4 -t "$T" -x $((steps + 1)) -v 0 -s 0 --shuffle 0 "$@" 2>&1) ||
+    # shellcheck disable=SC2046
+    log=$(env "${envs[@]}" $pin ${BIN:-./train_gpt2} $(step_flags "$T" "$steps") "$@" 2>&1) ||
         { echo "FAIL train_gpt2 $label T=$T: $(printf '%s' "$log" | tail -n 2 | tr '\n' ' ')"; return; }
     local ms
     ms=$(printf '%s\n' "$log" | sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' | awk '$1 >= 2 { print $2 }' | sort -n |
@@ -209,7 +213,7 @@ if [ "$what" = ratio ]; then
     {
         for T in $TS; do
             steps=$STEPS64; [ "$T" = 1024 ] && steps=$STEPS1024
-            cmd="LLMC_BF16_PATH=$RATIO_PATH ./train_gpt2 -e d12 -b 4 -t $T -x $((steps + 1)) -v 0 -s 0 --shuffle 0 --precision bf16"
+            cmd="LLMC_BF16_PATH=$RATIO_PATH ./train_gpt2 $(step_flags "$T" "$steps") --precision bf16"
             echo "== T=$T, ours: $cmd"
             for mode in $TORCH_MODES; do
                 case $mode in *-compiled) prec=${mode%-compiled} c=--compile ;; *) prec=$mode c= ;; esac
