@@ -746,6 +746,18 @@ static int gemm_k_block(const gemm_kernel *g, int K) {
     return Ku > 0 ? gemm_block_size(Ku, g->kc, g->kpad) : 0;
 }
 
+// B packed whole (gemm_pack_b_whole): its k blocks one after the other, each N columns (rounded
+// up to NR) of panels as one block packs them; the block of units [pu, pu + ku) from column jc
+// (a multiple of NR) starts this many words in, and the whole takes gemm_packed_b_words.
+static size_t gemm_packed_b_offset(const gemm_kernel *g, int N, int pu, int ku, int jc) {
+    const size_t cols = (size_t)(N + g->nr - 1) / g->nr * g->nr;
+    return cols * gemm_panel_words(g, pu) + (size_t)jc * gemm_panel_words(g, ku);
+}
+static size_t gemm_packed_b_words(int K, int N) {
+    const gemm_kernel *g = gemm_kernel_current();
+    return gemm_packed_b_offset(g, N, gemm_k_units(g, K), 0, 0);
+}
+
 // Rows [m0, m1) of A, all of K, packed as the k blocks of gemm_rectangle one after the other:
 // the block of units [pu, pu + ku) holds its MR-row panels from dst + rows * gemm_panel_words(pu),
 // rows = m1 - m0 rounded up to MR. Thread `part` of `parts` packs its share of the panels.
@@ -767,7 +779,8 @@ static void gemm_pack_a_all(const gemm_kernel *g, int part, int parts, int m0, i
 // b16: B from its bf16 copy (g->pack_b16) instead of b, or NULL. nc: columns per B block at most.
 static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1, int K, const float *a,
                            ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
-                           float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf, const float *apacked, int nc_block) {
+                           const float *bpacked, int N, float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf,
+                           const float *apacked, int nc_block) {
     const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     const int arows = (m1 - m0 + g->mr - 1) / g->mr * g->mr;  // rows of each block of apacked
     float *bbuf = buf + (size_t)g->mc * gemm_panel_words(g, g->kc);
@@ -780,7 +793,10 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
         do {  // at least once: with K = 0 the epilogue still writes C
             const int ku = gemm_min(ku_max, Ku - pu);
             const int pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);  // the block's k's of A and B
-            if (b16 != NULL) {
+            const float *bblock = bbuf;
+            if (bpacked != NULL) {
+                bblock = bpacked + gemm_packed_b_offset(g, N, pu, ku, jc);
+            } else if (b16 != NULL) {
                 GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b16(kc, nc, b16 + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
             } else {
                 GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
@@ -806,7 +822,7 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                     if (apacked == NULL) {
                         gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, 4, rs_a, cs_a);
                     }
-                } else if (fetch && next_jc < n1) {
+                } else if (fetch && next_jc < n1 && bpacked == NULL) {
                     if (apacked == NULL) {
                         gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a + m0 * rs_a + next_pc * cs_a, 4, rs_a, cs_a);
                     }
@@ -818,7 +834,7 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                 }
                 gemm_prefetch_arm(&pf, (long)((nc + g->nr - 1) / g->nr) * ((mc + g->mr - 1) / g->mr));
                 GEMM_PHASE(GEMM_PHASE_TILES,
-                           gemm_macro_kernel(g, mc, nc, ku, abuf, bbuf, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf));
+                           gemm_macro_kernel(g, mc, nc, ku, abuf, bblock, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf));
                 if (ep != NULL && ep->on_final.fn != NULL && pu + ku >= Ku && jc + nc >= n1) {
                     if (n0 == 0 && n1 == ldc) {  // whole rows: one run
                         ep->on_final.fn(ep->on_final.ctx, c + (size_t)ic * ldc, (size_t)mc * ldc);
@@ -886,7 +902,8 @@ static void gemm_barrier(void) {
 // part of its grid row's rows of A into gemm_shared_a (at row m0: the rows of a grid row are
 // whole panels, so each grid row's blocks lie apart), and waits there for the whole team.
 static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share_a, int M, int N, int K, const float *a,
-                        ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c,
+                        ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
+                        const float *bpacked, float *c,
                         ptrdiff_t ldc, const gemm_epilogue *ep) {
     const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
     const int ti = tid / tn, tj = tid % tn;
@@ -907,7 +924,8 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
         GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, 0, 1, m0, m1, K, a, rs_a, cs_a, gemm_thread_a[tid]));
         apacked = gemm_thread_a[tid];
     }
-    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep, gemm_thread_buffer[tid], apacked, nc);
+    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, N, c, ldc, ep, gemm_thread_buffer[tid],
+                   apacked, nc);
 }
 
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
@@ -916,15 +934,16 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
 // have pack_b16 pack from instead of b (half the bytes read, no rounding; the same bits). b must
 // be given too (fp32, and kernels without pack_b16, read it), unless the run is bf16 and
 // gemm_b16_usable() says the copy will be used.
-static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
-                    const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+                     const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, const float *bpacked, float *c, ptrdiff_t ldc,
+                     const gemm_epilogue *ep) {
 #ifdef _OPENMP
     if (omp_in_parallel()) { die("gemm: called inside a parallel region (its packing buffers are per thread number): call it from serial code"); }
 #endif
     if (M <= 0 || N <= 0) { return; }
     const gemm_kernel *g = gemm_kernel_current();
     if (g->pack_b16 == NULL) { b16 = NULL; }
-    if (b16 == NULL && b == NULL) { die("gemm: no fp32 B for the %s kernel (only a bf16 copy)", g->name); }
+    if (b16 == NULL && b == NULL && bpacked == NULL) { die("gemm: no fp32 B for the %s kernel (only a bf16 copy)", g->name); }
     int tm, tn;
     gemm_thread_grid(g, M, N, gemm_max_threads(), ep != NULL && ep->on_final.fn != NULL, &tm, &tn);
     // the largest rectangle of the grid, and the whole of C (a team of one, below): packs A once?
@@ -936,14 +955,38 @@ static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff
         // A team smaller than asked for (a thread limit) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
             GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a,
-                                                    rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep));
+                                                    rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
         } else if (omp_get_thread_num() == 0) {
-            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep));
+            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
         }
 #else
-        gemm_thread(g, 0, tm, tn, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, c, ldc, ep);
+        gemm_thread(g, 0, tm, tn, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep);
 #endif
     }
+}
+
+static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+                    const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+    gemm_run(M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, NULL, c, ldc, ep);
+}
+
+// B (K, N) from its bf16 copy (gemm_ex's b16), packed whole for the current kernel into
+// panels (gemm_packed_b_words words, 64-byte aligned, as the kernels' vector loads want): what
+// gemm_ex_packed_b reads instead of packing B.
+static void gemm_pack_b_whole(int K, int N, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *panels) {
+    const gemm_kernel *g = gemm_kernel_current();
+    if (g->pack_b16 == NULL) { die("gemm: the %s kernel has no bf16 packing of B", g->name); }
+    const int Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    for (int pu = 0; pu < Ku; pu += ku_max) {
+        const int ku = gemm_min(ku_max, Ku - pu), pc = pu * g->kstep, kc = gemm_min(ku * g->kstep, K - pc);
+        g->pack_b16(kc, N, b16 + pc * rs_b, rs_b, cs_b, panels + gemm_packed_b_offset(g, N, pu, ku, 0));
+    }
+}
+
+// gemm_ex with B packed whole already (gemm_pack_b_whole, for the same kernel, K and N).
+static void gemm_ex_packed_b(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *panels,
+                             float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+    gemm_run(M, N, K, a, rs_a, cs_a, NULL, NULL, 0, 0, panels, c, ldc, ep);
 }
 
 static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,

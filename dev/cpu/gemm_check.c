@@ -582,14 +582,15 @@ static uint64_t xorshift(uint64_t *s) {
 // against gemm with the fp32 B, on the current bf16 path: the same bits, for B as it is and
 // transposed (both of GPT-2's layouts: pairs along rows, and pairs across two rows), odd K,
 // partial panels, several k blocks, an odd leading dimension (pairs at odd uint16 offsets),
-// addend and bias, 1 to 4 threads; B holds NaN, inf, subnormals and rounding ties too.
+// addend and bias, 1 to 4 threads; B holds NaN, inf, subnormals and rounding ties too. The same
+// for B packed whole from the copy beforehand (gemm_pack_b_whole, gemm_ex_packed_b).
 // Where a kernel has no pack_b16 the copy is ignored and B is read from fp32 (every bf16 kernel has one now).
 static void check_b16_copy(void) {
     const int sizes[] = {1, 2, 3, 12, 13, 31, 32, 33, 64, 97, 200, 385};
     const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
     uint64_t s = 4242;
-    int differ = 0, count = 0;
-    char first[200] = "";
+    int differ = 0, count = 0, differ_whole = 0;
+    char first[200] = "", first_whole[200] = "";
     for (int trial = 0; trial < 96; trial++) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         const int M = sizes[s % nsizes], N = sizes[(s >> 8) % nsizes], trans_b = (int)((s >> 24) & 1);
@@ -603,6 +604,7 @@ static void check_b16_copy(void) {
         uint16_t *b16 = malloc_or_die(nb * sizeof(uint16_t), "b16");
         float *add = malloc_or_die((size_t)M * N * sizeof(float), "addend"), *bias = malloc_or_die(N * sizeof(float), "bias");
         float *c1 = malloc_or_die((size_t)M * N * sizeof(float), "c"), *c2 = malloc_or_die((size_t)M * N * sizeof(float), "c");
+        float *c3 = malloc_or_die((size_t)M * N * sizeof(float), "c");
         for (size_t i = 0; i < (size_t)M * K; i++) { a[i] = (float)((int)(xorshift(&s) % 2001) - 1000) / 997.0f; }
         for (size_t i = 0; i < nb; i++) {
             const uint64_t r = xorshift(&s);
@@ -630,7 +632,17 @@ static void check_b16_copy(void) {
             snprintf(first, sizeof(first), "first at M=%d N=%d K=%d transB=%d ldb=%td threads=%d epilogue=%d", M, N, K,
                      trans_b, ldb, threads, epilogue);
         }
-        free(a); free(b); free(b16); free(add); free(bias); free(c1); free(c2);
+        if (gemm_b16_usable()) {
+            float *panels = aligned_alloc_or_die(gemm_packed_b_words(K, N) * sizeof(float), "packed B");
+            gemm_pack_b_whole(K, N, b16, rs_b, cs_b, panels);
+            gemm_ex_packed_b(M, N, K, a, K, 1, panels, c3, N, &ep);
+            if (memcmp(c1, c3, (size_t)M * N * sizeof(float)) != 0 && differ_whole++ == 0) {
+                snprintf(first_whole, sizeof(first_whole), "first at M=%d N=%d K=%d transB=%d ldb=%td threads=%d epilogue=%d",
+                         M, N, K, trans_b, ldb, threads, epilogue);
+            }
+            free(panels);
+        }
+        free(a); free(b); free(b16); free(add); free(bias); free(c1); free(c2); free(c3);
     }
     set_threads(4);
     char name[200], detail[260];
@@ -638,6 +650,12 @@ static void check_b16_copy(void) {
              gemm_b16_usable() ? "" : " (this kernel has no pack_b16: the copy is ignored)");
     snprintf(detail, sizeof(detail), "%d differ, %s", differ, first);
     report(name, differ == 0, detail);
+    if (gemm_b16_usable()) {
+        snprintf(name, sizeof(name), "%s: B packed whole from its bf16 copy bit-identical to B from fp32 on %d problems",
+                 mode_name, count);
+        snprintf(detail, sizeof(detail), "%d differ, %s", differ_whole, first_whole);
+        report(name, differ_whole == 0, detail);
+    }
 }
 
 static void check_all_gemms(void) {
