@@ -661,7 +661,13 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     float pb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));      // P of a tile pair (queries x keys)
     float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
     float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
-    for (int i = 0; i < T; i++) { head_D[i] = attn_dot(go + i * C, o + i * C, hs); }
+    for (int i = 0; i < T; i++) {
+        if (i + ATTN_PF_AHEAD < T) {
+            attn_prefetch_row(go + (i + ATTN_PF_AHEAD) * C, hs, 0);
+            attn_prefetch_row(o + (i + ATTN_PF_AHEAD) * C, hs, 0);
+        }
+        head_D[i] = attn_dot(go + i * C, o + i * C, hs);
+    }
     struct attn_bwd_queries Q = {0};
     if (bf16) { Q = attn_bwd_pack_queries(attn_thread_ws(), q, go, T, C, hs, arith); }
     const int K_hs = attn_k(arith, hs);  // k steps of the products over channels
