@@ -245,13 +245,14 @@ static inline __attribute__((always_inline)) void gemm_pack_panels_ex(const int 
         for (int r0 = 0; r0 < full; r0 += P) {
             float *dst = buf + (size_t)r0 * rows;
             // P short runs are too many streams for the hardware prefetcher: fetch the next
-            // panel's runs, a line of each per 16 k, while this one is interleaved.
+            // panel's runs, a line of each per 16 k (fp32) or per 32 k (bf16), while this one
+            // is interleaved.
             const ptrdiff_t next = r0 + P < full ? (ptrdiff_t)(r0 + P) * s_r : (ptrdiff_t)r0 * s_r;
             for (int k0 = 0; k0 < kc; k0 += 16) {
                 #pragma GCC unroll 32
                 for (int r = 0; r < P; r++) {
                     if (src16 != NULL) {
-                        __builtin_prefetch(src16 + next + r * s_r + k0);
+                        if (k0 % 32 == 0) { __builtin_prefetch(src16 + next + r * s_r + k0); }
                     } else {
                         __builtin_prefetch(src + next + r * s_r + k0);
                     }
