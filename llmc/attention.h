@@ -662,10 +662,8 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
     float dsb[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));     // dS / scale
     float head_D[ATTN_MAX_T];  // D_i = dout_i . out_i of every query of the head
     for (int i = 0; i < T; i++) {
-        if (i + ATTN_PF_AHEAD < T) {
-            attn_prefetch_row(go + (i + ATTN_PF_AHEAD) * C, hs, 0);
-            attn_prefetch_row(o + (i + ATTN_PF_AHEAD) * C, hs, 0);
-        }
+        attn_prefetch_row(go, C, i + ATTN_PF_AHEAD, T, hs, 0);
+        attn_prefetch_row(o, C, i + ATTN_PF_AHEAD, T, hs, 0);
         head_D[i] = attn_dot(go + i * C, o + i * C, hs);
     }
     struct attn_bwd_queries Q = {0};

@@ -111,18 +111,24 @@ VEC_INLINE vfloat attn_bf16_round(vfloat x) { return (vfloat)attn_bf16_bits(x); 
 
 // The packings read (and the transposes write) rows of qkv, 3C floats apart (9 KiB at GPT-2
 // 124M: each on its own 4 KiB page, beyond the strides the hardware prefetchers follow), so
-// each row waited for memory in turn: their loops fetch the row ATTN_PF_AHEAD rows ahead
-// (n floats of it; write: for writing). On the lent Xeon's AMX tiles, where those waits weigh
-// most, attention at T=1024 ran 1.1x faster with it (dev/cpu/results/2026-11-28-xeon-amx, run 10).
+// each row waited for memory in turn: their loops fetch the row ATTN_PF_AHEAD rows ahead.
+// On the lent Xeon's AMX tiles, where those waits weigh most, attention at T=1024 ran 1.1x
+// faster with it (dev/cpu/results/2026-11-28-xeon-amx, run 10). The same loops also pack the
+// kernel's own blocks (rows at most a few hundred floats apart, in L1): not fetched.
 #ifndef ATTN_PF_AHEAD
 #define ATTN_PF_AHEAD 8
 #endif
-VEC_INLINE void attn_prefetch_row(const float *row, int n, int write) {
+#define ATTN_PF_MIN_LD 512  // floats between rows (2 KiB) from which rows are fetched ahead
+// Row `row` of base (rows ld floats apart, `rows` of them): its n floats fetched (write: for
+// writing), where it exists and its rows lie that far apart.
+VEC_INLINE void attn_prefetch_row(const float *base, ptrdiff_t ld, int row, int rows, int n, int write) {
+    if (ld < ATTN_PF_MIN_LD || row >= rows) { return; }
+    const float *p = base + row * ld;
     for (int i = 0; i < n; i += 16) {
         if (write) {
-            __builtin_prefetch(row + i, 1);
+            __builtin_prefetch(p + i, 1);
         } else {
-            __builtin_prefetch(row + i, 0);
+            __builtin_prefetch(p + i, 0);
         }
     }
 }
@@ -140,9 +146,8 @@ static void attn_pack_row_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, 
     for (int p = 0; 2 * p < nr; p++) {
         const float *lo = src + 2 * p * lds, *hi = lo + lds;
         const int has_hi = 2 * p + 1 < nr;
-        for (int a = 2 * p + ATTN_PF_AHEAD; a < 2 * p + ATTN_PF_AHEAD + 2 && a < nr; a++) {
-            attn_prefetch_row(src + a * lds, nc, 0);
-        }
+        attn_prefetch_row(src, lds, 2 * p + ATTN_PF_AHEAD, nr, nc, 0);
+        attn_prefetch_row(src, lds, 2 * p + ATTN_PF_AHEAD + 1, nr, nc, 0);
         if (split) {
             float *d_hi = (float *)dst + 2 * p * ldd, *d_lo = d_hi + ldd;
             int c = 0;
@@ -182,7 +187,7 @@ static void attn_pack_col_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, 
 #endif
     for (int r = 0; r < nr; r++) {
         const float *s = src + r * lds;
-        if (r + ATTN_PF_AHEAD < nr) { attn_prefetch_row(src + (r + ATTN_PF_AHEAD) * lds, nc, 0); }
+        attn_prefetch_row(src, lds, r + ATTN_PF_AHEAD, nr, nc, 0);
         if (split) {
             float *d = (float *)dst + r * ldd;
             int c = 0;
@@ -388,11 +393,11 @@ static void attn_transpose(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_
     const int swap = mode == ATTN_SPLIT_PAIRS;  // r^1 stays within a VW x VW block (r0 is even)
     for (int r0 = 0; r0 < nr_full; r0 += ATTN_VW) {
         for (int c0 = 0; c0 < nc_full; c0 += ATTN_VW) {
-            if (r0 == 0) {  // the first pass over src's rows c0..: fetch the next VW rows
-                for (int c = c0 + ATTN_VW; c < attn_min(c0 + 2 * ATTN_VW, nc); c++) { attn_prefetch_row(src + c * lds, nr, 0); }
+            if (r0 == 0 && lds >= ATTN_PF_MIN_LD) {  // the first pass over src's rows c0..: fetch the next VW rows
+                for (int c = c0 + ATTN_VW; c < c0 + 2 * ATTN_VW; c++) { attn_prefetch_row(src, lds, c, nc, nr, 0); }
             }
-            if (c0 == 0) {  // the first pass over dst's rows r0..: fetch the next VW rows for writing
-                for (int r = r0 + ATTN_VW; r < attn_min(r0 + 2 * ATTN_VW, nr); r++) { attn_prefetch_row(dst + r * ldd, nc, 1); }
+            if (c0 == 0 && ldd >= ATTN_PF_MIN_LD) {  // the first pass over dst's rows r0..: fetch the next VW rows for writing
+                for (int r = r0 + ATTN_VW; r < r0 + 2 * ATTN_VW; r++) { attn_prefetch_row(dst, ldd, r, nr, nc, 1); }
             }
             vfloat x[ATTN_VW];
             for (int c = 0; c < ATTN_VW; c++) { x[c] = *(const vfloat_u *)(src + (c0 + c) * lds + r0); }
@@ -470,7 +475,7 @@ static void attn_pack_pairs_transposed(uint32_t *dst, ptrdiff_t ldd, const float
 // packed nc apart.
 static void attn_copy_rows(float *dst, ptrdiff_t ldd, const float *src, ptrdiff_t lds, int nr, int nc) {
     for (int r = 0; r < nr; r++) {
-        if (r + ATTN_PF_AHEAD < nr) { attn_prefetch_row(src + (r + ATTN_PF_AHEAD) * lds, nc, 0); }
+        attn_prefetch_row(src, lds, r + ATTN_PF_AHEAD, nr, nc, 0);
         memcpy(dst + r * ldd, src + r * lds, (size_t)nc * sizeof(float));
     }
 }
