@@ -11,12 +11,22 @@ Kernels and versions:
     1  the simple code: scalar tanhf
     2  llmc/gelu.h: vectorized, s (1 + 2 x u' (1 - s)) with s = 1 / (1 + exp(-2u))
 
+  gelu_forward in the product: pre = inp . weight^T + bias, out = gelu(pre), the MLP's first
+  layer (BT rows, C = 768 to 4C = 3072), in fp32 and in bf16 on this CPU's fastest bf16 path
+    1  the product (matmul_forward) into pre, then gelu_forward from pre into out
+    2  llmc/matmul.h: matmul_forward_gelu, GELU in the product's epilogue (the model's call);
+       the same bits
+
 Sizes: the MLP's (B, T, 4C) at GPT-2 124M, B=4 with T=64 and T=1024, and odd ones.
 Bytes per call: forward reads inp, writes out: 2 floats per element; backward reads inp
-and dout, writes dinp: 3. The inputs are pre-activations spread over about [-6, 6].
+and dout, writes dinp: 3; in the product, the least it must move of the (BT, 4C) tensors,
+writing pre and out: 2 (its time is mostly the product's, the same in both).
+The inputs are pre-activations spread over about [-6, 6].
 */
 #include "common.h"
+#include "llmc/adamw.h"  // bf16_round_floats
 #include "llmc/gelu.h"
+#include "llmc/matmul.h"
 
 // 1: the simple code, as it was in llmc/gelu.h.
 static void gelu_forward1(float *out, const float *inp, size_t N) {
@@ -51,6 +61,60 @@ static void fwd2(void *p) { Args *a = p; gelu_forward(a->out, a->inp, a->N); }
 static void bwd1(void *p) { Args *a = p; gelu_backward1(a->dinp, a->inp, a->dout, a->N); }
 static void bwd2(void *p) { Args *a = p; gelu_backward(a->dinp, a->inp, a->dout, a->N); }
 
+typedef struct {
+    float *out, *pre;
+    const float *inp, *weight, *bias;
+    const uint16_t *weight16;  // NULL in fp32
+    int BT, C, OC;             // inp (BT, C); weight (OC, C); out, pre (BT, OC)
+} ProductArgs;
+static void product1(void *p) {
+    ProductArgs *a = p;
+    matmul_forward(a->pre, a->inp, a->weight, a->weight16, a->bias, a->BT, a->C, a->OC);
+    gelu_forward(a->out, a->pre, (size_t)a->BT * a->OC);
+}
+static void product2(void *p) {
+    ProductArgs *a = p;
+    matmul_forward_gelu(a->out, a->pre, a->inp, a->weight, a->weight16, a->bias, a->BT, a->C, a->OC);
+}
+
+// The third kernel, gelu_forward in the product: both versions in fp32, then in bf16.
+static int check_product(int only) {
+    const struct { const char *name; int BT, C, OC; } shapes[] = {
+        {"B4 T64 4C=3072", 256, 768, 3072}, {"B4 T1024 4C=3072", 4096, 768, 3072}, {"B3 T29 4C=228", 87, 57, 228}};
+    int fails = 0;
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        matmul_set_precision(bf16 ? PRECISION_BF16 : PRECISION_FP32);
+        printf("gelu_forward in the product, %s\n", matmul_precision_path());
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            const int BT = shapes[s].BT, C = shapes[s].C, OC = shapes[s].OC;
+            const size_t n = (size_t)BT * OC;
+            float *inp = make_random((size_t)BT * C, 3), *weight = make_random((size_t)OC * C, 4), *bias = make_random(OC, 5);
+            uint16_t *weight16 = NULL;
+            if (bf16) {  // the model's bf16 copy of the weight (AdamW's rounding)
+                weight16 = aligned_alloc_or_die((size_t)OC * C * sizeof(uint16_t), "weight16");
+                bf16_round_floats(weight16, weight, (size_t)OC * C);
+            }
+            ProductArgs a = {aligned_alloc_or_die(n * sizeof(float), "out"), aligned_alloc_or_die(n * sizeof(float), "pre"),
+                             inp, weight, bias, weight16, BT, C, OC};
+            Outputs o = {0};
+            outputs_add(&o, "out", a.out, NULL, n);
+            outputs_add(&o, "pre", a.pre, NULL, n);
+            void (*fn[2])(void *) = {product1, product2};
+            const char *what[2] = {"product, then gelu_forward", "llmc: GELU in the product's epilogue"};
+            for (int v = 1; v <= 2; v++) {
+                if (v == 1 || only == 0 || only == v) {
+                    fails += !run_version(shapes[s].name, v, what[v - 1], fn[v - 1], &a, &o, 2.0 * n * sizeof(float), 0.0,
+                                          only == 0 || only == v);
+                }
+            }
+            outputs_free(&o);
+            free(a.out); free(a.pre); free(inp); free(weight); free(bias); free(weight16);
+        }
+    }
+    matmul_set_precision(PRECISION_FP32);
+    return fails;
+}
+
 int main(int argc, char **argv) {
     const int only = version_arg(argc, argv);
     const struct { const char *name; size_t N; } shapes[] = {
@@ -79,6 +143,7 @@ int main(int argc, char **argv) {
             free(a.out); free(a.dinp); free(inp); free(dout);
         }
     }
+    fails += check_product(only);
     printf("%s\n", fails ? "FAIL" : "OK: every version matches version 1");
     return fails ? 1 : 0;
 }
