@@ -1,6 +1,7 @@
 /*
-Portable SIMD for the elementwise kernels: GCC vector extensions, no ISA intrinsics,
-so the same source is correct on any x86-64 (and any other target GCC or clang has).
+Portable SIMD for the elementwise kernels: GCC vector extensions, so the same source is
+correct on any x86-64 (and any other target GCC or clang has); ISA intrinsics only where
+the target has them, each with a portable equivalent (vec_exp_scale, vec_any).
 
 Vector width VEC_WIDTH: 16 floats with AVX-512, 8 with AVX, 4 otherwise (the portable
 -march=x86-64 build); -DVEC_WIDTH=N forces one. A width wider than the target's is split
@@ -13,8 +14,8 @@ Math:
 - vec_exp(x): expf to within 1.01 ulp (measured by dev/cpu/vecmath.c against double exp on
   every float from -104 to 89), with IEEE limits: +inf above 88.72, gradual underflow to
   subnormals and 0 below -87.34, exp(-inf) = 0, NaN for NaN. The same bits at every width:
-  on AVX-512 its last step is one vscalefps, which dev/cpu/vecmath.c checks against the
-  portable two multiplies on every float.
+  its last step (one vscalefps on AVX-512; integer arithmetic for results below FLT_MIN)
+  is checked against the plain two multiplies on every float by dev/cpu/vecmath.c.
 - vec_sqrt(x): sqrtf correctly rounded is not expressible in vector extensions (the
   compiler only vectorizes sqrtf under -fno-math-errno), so it is a reciprocal square
   root by Newton's method, within 1 ulp of sqrtf for finite x >= 0 (see its comment).
@@ -28,8 +29,8 @@ to keep (hence -Wpsabi off while a forced width is wider than the target's).
 
 #include <stddef.h>
 #include <stdint.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
+#include <immintrin.h>  // vec_exp's vscalefps and vec_any's mask tests only
 #endif
 
 #ifndef VEC_WIDTH
@@ -148,6 +149,21 @@ VEC_INLINE vfloat vec_select(vint mask, vfloat if_true, vfloat if_false) {
     return (vfloat)(((vint)if_true & mask) | ((vint)if_false & ~mask));
 }
 
+// 1 if any lane of a mask (as comparisons make them) is true.
+VEC_INLINE int vec_any(vint mask) {
+#if VEC_WIDTH == 16 && defined(__AVX512F__)
+    return _mm512_test_epi32_mask((__m512i)mask, (__m512i)mask) != 0;
+#elif VEC_WIDTH == 8 && defined(__AVX__)
+    return _mm256_movemask_ps((__m256)mask) != 0;
+#elif VEC_WIDTH == 4 && defined(__SSE2__)
+    return _mm_movemask_ps((__m128)mask) != 0;
+#else
+    int32_t any = 0;
+    for (int i = 0; i < VEC_WIDTH; i++) { any |= mask[i]; }
+    return any != 0;
+#endif
+}
+
 // Lane-wise max; a NaN in a propagates.
 VEC_INLINE vfloat vec_max(vfloat a, vfloat b) { return vec_select(a < b, b, a); }
 
@@ -170,12 +186,13 @@ VEC_INLINE float vec_max_lane(vfloat v) {
 // factor is a normal float for every n that occurs, so results that overflow become
 // +inf and results below FLT_MIN round to subnormals, as expf's.
 
-// The reduction: returns exp(r); *n gets n, and *t n plus the rounding constant (n as an
-// integer in its low bits).
+// Below -104 exp rounds to 0 anyway: x clamped there keeps n within the rounding trick's range.
+VEC_INLINE vfloat vec_exp_clamp_low(vfloat x) { return vec_select(x < -104.0f, vec_set1(-104.0f), x); }
+
+// The reduction of x >= -104 (or NaN): returns exp(r); *n gets n, and *t n plus the rounding
+// constant (n as an integer in its low bits).
 VEC_INLINE vfloat vec_exp_reduced(vfloat x, vfloat *n, vfloat *t) {
-    // beyond these exp is +inf or rounds to 0 anyway; n stays within the rounding trick's range
-    x = vec_select(x < -104.0f, vec_set1(-104.0f), x);
-    x = vec_select(x > 89.0f, vec_set1(89.0f), x);  // NaN compares false: stays NaN
+    x = vec_select(x > 89.0f, vec_set1(89.0f), x);  // beyond, +inf anyway; NaN compares false: stays NaN
     const float round_magic = 0x1.8p23f;  // adding it rounds to an integer held in the low bits
     *t = x * 1.44269504088896341f + round_magic;
     *n = *t - round_magic;
@@ -190,27 +207,63 @@ VEC_INLINE vfloat vec_exp_reduced(vfloat x, vfloat *n, vfloat *t) {
 }
 
 // exp(x) with p * 2^n as two multiplies by normal floats: the first is exact, the second rounds
-// only where the result is subnormal. Every width; vec_exp on AVX-512 gives its bits in one
-// instruction (dev/cpu/vecmath.c checks they agree).
+// only where the result is subnormal. Every width; the reference for vec_exp's bits
+// (dev/cpu/vecmath.c checks they agree on every float).
 VEC_INLINE vfloat vec_exp_two_multiplies(vfloat x) {
     vfloat n, t;
-    const vfloat p = vec_exp_reduced(x, &n, &t);
+    const vfloat p = vec_exp_reduced(vec_exp_clamp_low(x), &n, &t);
     const vint ni = (vint)t - (vint)vec_set1(0x1.8p23f);  // n as an integer, -150..128
     const vint half = ni >> 1, rest = ni - half;         // both within -75..64
     const vfloat scale_half = (vfloat)((half + 127) << 23), scale_rest = (vfloat)((rest + 127) << 23);
     return p * scale_half * scale_rest;
 }
 
-VEC_INLINE vfloat vec_exp(vfloat x) {
+// p * 2^n for n <= -126 (p from vec_exp_reduced, in [0.70, 1.42]): a subnormal, 0, or just above
+// FLT_MIN, rounded once to the subnormal grid (multiples of 2^-149) as a multiply rounds it, in
+// integer arithmetic. y = p * 2^(n + 149) is exact (a normal float below 2^24) and the result's
+// bits are y rounded to an integer (by adding and taking away 2^23 below 2^23; above, y already is
+// one): those bits read as a float are that many multiples of 2^-149, across FLT_MIN too.
+VEC_INLINE vfloat vec_exp_tiny(vfloat p, vfloat n) {
+    const vint e = __builtin_convertvector(n, vint) + (149 + 127);  // y's scale 2^(n + 149), n >= -150
+    const vfloat y = p * (vfloat)(e << 23);
+    const vfloat whole = vec_select(y < 0x1p23f, (y + 0x1p23f) - 0x1p23f, y);
+    return (vfloat)__builtin_convertvector(whole, vint);
+}
+
+// p * 2^n for n >= -126 and p from vec_exp_reduced: one vscalefps on AVX-512 (the nine
+// instructions of the two multiplies in one: exp's throughput 1.26x on the Xeon of 2026-11-28),
+// else the two multiplies.
+VEC_INLINE vfloat vec_exp_scale(vfloat p, vfloat n) {
 #if VEC_WIDTH == 16 && defined(__AVX512F__)
-    // vscalefps: p * 2^n rounded once, in one instruction for the nine of the two multiplies
-    // (exp's throughput 1.26x on the Xeon of 2026-11-28)
-    vfloat n, t;
-    const vfloat p = vec_exp_reduced(x, &n, &t);
     return (vfloat)_mm512_scalef_ps((__m512)p, (__m512)n);
 #else
-    return vec_exp_two_multiplies(x);
+    const vint ni = __builtin_convertvector(n, vint);
+    const vint half = ni >> 1, rest = ni - half;
+    return p * (vfloat)((half + 127) << 23) * (vfloat)((rest + 127) << 23);
 #endif
+}
+
+// exp(x) in every lane, x anywhere: the lanes whose result is below FLT_MIN (n <= -126) by
+// vec_exp_tiny, the others by vec_exp_scale with n at -125 or above.
+VEC_INLINE vfloat vec_exp_any(vfloat x) {
+    vfloat n, t;
+    const vfloat p = vec_exp_reduced(vec_exp_clamp_low(x), &n, &t);
+    const vint tiny = n < -125.5f;  // NaN compares false
+    const vfloat low = vec_exp_tiny(p, vec_select(tiny, n, vec_set1(-126.0f)));
+    return vec_select(tiny, low, vec_exp_scale(p, vec_max(n, vec_set1(-125.0f))));
+}
+
+// exp(x), with the two multiplies' bits. A vector with a lane below -86.5, whose result may be
+// below FLT_MIN (subnormal or 0: x below -87.3, and exp(-inf) = 0 for attention's masked scores),
+// goes through vec_exp_any: on the Xeon of 2026-11-28 a subnormal result costs vscalefps a
+// microcode assist, and an underflow to 0 the two multiplies, for the whole vector (16 floats in
+// 90 and 64 ns, against 4.2 and 5.6 in range; a product's GELU epilogue ran 5x slower on values
+// of magnitude 10). The test takes the place of the low clamp: in range, the cost is the same.
+VEC_INLINE vfloat vec_exp(vfloat x) {
+    if (__builtin_expect(vec_any(x < -86.5f), 0)) { return vec_exp_any(x); }
+    vfloat n, t;
+    const vfloat p = vec_exp_reduced(x, &n, &t);  // n >= -125
+    return vec_exp_scale(p, n);
 }
 
 // sqrt(x) in every lane for x >= 0 (including +inf), within 1 ulp of sqrtf: y ~ 1/sqrt(x)
