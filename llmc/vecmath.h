@@ -189,13 +189,11 @@ VEC_INLINE float vec_max_lane(vfloat v) {
 // Below -104 exp rounds to 0 anyway: x clamped there keeps n within the rounding trick's range.
 VEC_INLINE vfloat vec_exp_clamp_low(vfloat x) { return vec_select(x < -104.0f, vec_set1(-104.0f), x); }
 
-// The reduction of x >= -104 (or NaN): returns exp(r); *n gets n, and *t n plus the rounding
-// constant (n as an integer in its low bits).
-VEC_INLINE vfloat vec_exp_reduced(vfloat x, vfloat *n, vfloat *t) {
+// The reduction of x >= -104 (or NaN): returns exp(r) and sets *n to n.
+VEC_INLINE vfloat vec_exp_reduced(vfloat x, vfloat *n) {
     x = vec_select(x > 89.0f, vec_set1(89.0f), x);  // beyond, +inf anyway; NaN compares false: stays NaN
     const float round_magic = 0x1.8p23f;  // adding it rounds to an integer held in the low bits
-    *t = x * 1.44269504088896341f + round_magic;
-    *n = *t - round_magic;
+    *n = (x * 1.44269504088896341f + round_magic) - round_magic;
     vfloat r = x - *n * 0.693359375f;  // 0.693359375 has 8 significant bits: n * it is exact
     r = r + *n * 2.12194440e-4f;       // ln2 - 0.693359375
     vfloat p = r * 1.9875691500e-4f + 1.3981999507e-3f;
@@ -206,16 +204,20 @@ VEC_INLINE vfloat vec_exp_reduced(vfloat x, vfloat *n, vfloat *t) {
     return p * (r * r) + r + 1.0f;
 }
 
-// exp(x) with p * 2^n as two multiplies by normal floats: the first is exact, the second rounds
-// only where the result is subnormal. Every width; the reference for vec_exp's bits
-// (dev/cpu/vecmath.c checks they agree on every float).
+// p * 2^n (n from vec_exp_reduced, -150..128) as two multiplies by normal floats, 2^(n/2) and
+// 2^(n - n/2): the first is exact, the second rounds only where the result is subnormal.
+VEC_INLINE vfloat vec_exp_times_2n(vfloat p, vfloat n) {
+    const vint ni = __builtin_convertvector(n, vint);
+    const vint half = ni >> 1, rest = ni - half;  // both within -75..64
+    return p * (vfloat)((half + 127) << 23) * (vfloat)((rest + 127) << 23);
+}
+
+// exp(x) by the reduction and the two multiplies alone. Every width; the reference for vec_exp's
+// bits (dev/cpu/vecmath.c checks they agree on every float).
 VEC_INLINE vfloat vec_exp_two_multiplies(vfloat x) {
-    vfloat n, t;
-    const vfloat p = vec_exp_reduced(vec_exp_clamp_low(x), &n, &t);
-    const vint ni = (vint)t - (vint)vec_set1(0x1.8p23f);  // n as an integer, -150..128
-    const vint half = ni >> 1, rest = ni - half;         // both within -75..64
-    const vfloat scale_half = (vfloat)((half + 127) << 23), scale_rest = (vfloat)((rest + 127) << 23);
-    return p * scale_half * scale_rest;
+    vfloat n;
+    const vfloat p = vec_exp_reduced(vec_exp_clamp_low(x), &n);
+    return vec_exp_times_2n(p, n);
 }
 
 // p * 2^n for n <= -126 (p from vec_exp_reduced, in [0.70, 1.42]): a subnormal, 0, or just above
@@ -237,17 +239,15 @@ VEC_INLINE vfloat vec_exp_scale(vfloat p, vfloat n) {
 #if VEC_WIDTH == 16 && defined(__AVX512F__)
     return (vfloat)_mm512_scalef_ps((__m512)p, (__m512)n);
 #else
-    const vint ni = __builtin_convertvector(n, vint);
-    const vint half = ni >> 1, rest = ni - half;
-    return p * (vfloat)((half + 127) << 23) * (vfloat)((rest + 127) << 23);
+    return vec_exp_times_2n(p, n);
 #endif
 }
 
 // exp(x) in every lane, x anywhere: the lanes whose result is below FLT_MIN (n <= -126) by
 // vec_exp_tiny, the others by vec_exp_scale with n at -125 or above.
 VEC_INLINE vfloat vec_exp_any(vfloat x) {
-    vfloat n, t;
-    const vfloat p = vec_exp_reduced(vec_exp_clamp_low(x), &n, &t);
+    vfloat n;
+    const vfloat p = vec_exp_reduced(vec_exp_clamp_low(x), &n);
     const vint tiny = n < -125.5f;  // NaN compares false
     const vfloat low = vec_exp_tiny(p, vec_select(tiny, n, vec_set1(-126.0f)));
     return vec_select(tiny, low, vec_exp_scale(p, vec_max(n, vec_set1(-125.0f))));
@@ -261,8 +261,8 @@ VEC_INLINE vfloat vec_exp_any(vfloat x) {
 // of magnitude 10). The test takes the place of the low clamp: in range, the cost is the same.
 VEC_INLINE vfloat vec_exp(vfloat x) {
     if (__builtin_expect(vec_any(x < -86.5f), 0)) { return vec_exp_any(x); }
-    vfloat n, t;
-    const vfloat p = vec_exp_reduced(x, &n, &t);  // n >= -125
+    vfloat n;
+    const vfloat p = vec_exp_reduced(x, &n);  // n >= -125
     return vec_exp_scale(p, n);
 }
 
