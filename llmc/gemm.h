@@ -27,6 +27,8 @@ How it runs. The loops around the micro-kernel, per thread:
         for ic over M in blocks of mc <= GEMM_MC      pack A block (mc x kc, in L2) into MR-row panels
           for jr over nc in steps of NR               b panel (kc x NR) in L1
             for ir over mc in steps of MR             micro-kernel: MR x NR tile of C
+(with jr and ir swapped where an a panel fits L1 and the block spans whole rows of C:
+gemm_macro_kernel).
 The first k block adds the addend (or nothing), later ones add the tile C already holds; the
 last applies bias and GELU while the tile is still in registers. In bf16, the micro-kernel
 calls of a block also fetch the source lines of the blocks packed next (gemm_prefetch), so
@@ -558,19 +560,19 @@ static void gemm_tile_bf16_native(int mr, int nr, int kw, const float *apanel, c
 enum { GEMM_KERNEL_FP32, GEMM_KERNEL_BF16_EMULATED, GEMM_KERNEL_BF16_AVX512, GEMM_KERNEL_BF16_AMX, GEMM_KERNELS };
 static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
     [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,
-                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL},
+                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, 0},
     [GEMM_KERNEL_BF16_EMULATED] = {"emulated: fp32 FMA kernel on bf16-rounded panels", GEMM_MR, GEMM_NR, GEMM_BF16_KCP,
                                    GEMM_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
-                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated},
+                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, 0},
 #if GEMM_HAVE_BF16_KERNEL
     [GEMM_KERNEL_BF16_AVX512] = {"AVX512_BF16 vdpbf16ps kernel", GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC,
                                  GEMM_BF16_NC, 2, 1, 1, 1, gemm_pack_a_bf16_native, gemm_pack_b_bf16_native,
-                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native},
+                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native, 0},
 #endif
 #if GEMM_HAVE_AMX_KERNEL
     [GEMM_KERNEL_BF16_AMX] = {"AMX tdpbf16ps kernel", GEMM_AMX_MR, GEMM_AMX_NR, GEMM_AMX_KCP, GEMM_AMX_MC, GEMM_AMX_NC, 2,
                               1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init,
-                              gemm_pack_b16_amx},
+                              gemm_pack_b16_amx, GEMM_AMX_ROWS_OUTER_BYTES},
 #endif
 };
 
@@ -638,7 +640,9 @@ static float *gemm_thread_buffer[GEMM_MAX_THREADS];
 // each), wait for each other once, and read it from there. Only where all of A packed fits
 // (GPT-2 at T=64: up to 256 x 3072, 1.5 MiB; the LM head's 256-row chunks, which also saved
 // re-packing A for each of the 7 column blocks of a thread).
+#ifndef GEMM_SHARED_A_WORDS
 #define GEMM_SHARED_A_WORDS (1 << 20)
+#endif
 static float *gemm_shared_a;
 // A thread's own rows of A packed once for all its B blocks (see the top of this file): the
 // same size. On AMX (1024-column blocks) T=1024's products with N = 2304 and 3072 (qkv and fc
@@ -714,28 +718,32 @@ static gemm_tile_epilogue gemm_tile_ep(const gemm_epilogue *ep, float *c, ptrdif
 // first/last: this is the first/last k block. ep is the caller's epilogue (or NULL).
 // ku is in packed units of kernel g (gemm_panel_words gives the words per panel row).
 // Each tile's epilogue names the next tile's C, cin and pre (gemm_tile_epilogue's next_*).
+// The order of the tiles: a b panel's column of tiles after another (the b panel stays in L1
+// while the a panels pass); where the a panels fit in L1 (g->rows_outer_bytes) and the block
+// spans whole rows of C, a row of tiles after another instead: the a panel stays in L1 and C
+// is written as one contiguous run per row of tiles.
 static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, const float *abuf,
                               const float *bbuf, float *c, ptrdiff_t ldc, int ic, int jc, int first,
                               int last, const gemm_epilogue *ep, gemm_prefetch *pf) {
     const int kw = gemm_panel_words(g, ku);
+    const int rows = (mc + g->mr - 1) / g->mr, cols = (nc + g->nr - 1) / g->nr, tiles = rows * cols;
+    const int rows_outer = nc == ldc && (size_t)g->mr * kw * 4 <= (size_t)g->rows_outer_bytes;
     gemm_tile_epilogue next = gemm_tile_ep(ep, c, ldc, (size_t)ic, (size_t)jc, first, last);
-    for (int jr = 0; jr < nc; jr += g->nr) {
-        const int nr = gemm_min(g->nr, nc - jr);
-        const float *bpanel = bbuf + (size_t)jr * kw;
-        for (int ir = 0; ir < mc; ir += g->mr) {
-            const int mr = gemm_min(g->mr, mc - ir);
-            const float *apanel = abuf + (size_t)ir * kw;
-            float *ctile = c + (size_t)(ic + ir) * ldc + (size_t)(jc + jr);
-            gemm_tile_epilogue tep = next;
-            const int next_ir = ir + mr < mc ? ir + mr : 0, next_jr = ir + mr < mc ? jr : jr + nr;
-            if (next_jr < nc) {
-                next = gemm_tile_ep(ep, c, ldc, (size_t)(ic + next_ir), (size_t)(jc + next_jr), first, last);
-                tep.next_c = c + (size_t)(ic + next_ir) * ldc + (size_t)(jc + next_jr);
-                tep.next_cin = next.cin != tep.next_c ? next.cin : NULL;
-                tep.next_pre = next.pre;
-            }
-            g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, &tep, pf);
+    for (int t = 0; t < tiles; t++) {
+        const int ir = (rows_outer ? t / cols : t % rows) * g->mr, jr = (rows_outer ? t % cols : t / rows) * g->nr;
+        const int mr = gemm_min(g->mr, mc - ir), nr = gemm_min(g->nr, nc - jr);
+        const float *apanel = abuf + (size_t)ir * kw, *bpanel = bbuf + (size_t)jr * kw;
+        float *ctile = c + (size_t)(ic + ir) * ldc + (size_t)(jc + jr);
+        gemm_tile_epilogue tep = next;
+        if (t + 1 < tiles) {
+            const int next_ir = (rows_outer ? (t + 1) / cols : (t + 1) % rows) * g->mr;
+            const int next_jr = (rows_outer ? (t + 1) % cols : (t + 1) / rows) * g->nr;
+            next = gemm_tile_ep(ep, c, ldc, (size_t)(ic + next_ir), (size_t)(jc + next_jr), first, last);
+            tep.next_c = c + (size_t)(ic + next_ir) * ldc + (size_t)(jc + next_jr);
+            tep.next_cin = next.cin != tep.next_c ? next.cin : NULL;
+            tep.next_pre = next.pre;
         }
+        g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, &tep, pf);
     }
 }
 

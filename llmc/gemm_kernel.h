@@ -266,4 +266,7 @@ typedef struct {
     // round each element to): the same packed panel as pack_b's; NULL where the kernel has none
     // (fp32), and gemm then packs B from the fp32 source
     void (*pack_b16)(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf);
+    // a block whose a panels take at most this many bytes and whose columns are whole rows of C
+    // runs its tiles a row of tiles after another (gemm_macro_kernel); 0: never
+    int rows_outer_bytes;
 } gemm_kernel;
