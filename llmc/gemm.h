@@ -281,7 +281,9 @@ static inline __attribute__((always_inline)) void gemm_pack_panels_ex(const int 
                     continue;
                 }
                 if (emulated && kend == k0 + 16) {
-                    // each row's 16 k as vectors into t, rounded there, then interleaved from L1
+                    // A's panels (MR rows: not a whole number of vectors, so no transpose in
+                    // registers): each row's 16 k as vectors into t, rounded there, then
+                    // interleaved from L1
                     float t[32][16] __attribute__((aligned(64)));  // P <= 32 (GEMM_NR)
                     #pragma GCC unroll 32
                     for (int r = 0; r < P; r++) {
