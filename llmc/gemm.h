@@ -728,24 +728,30 @@ static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, cons
                               const float *bbuf, float *c, ptrdiff_t ldc, int ic, int jc, int first,
                               int last, const gemm_epilogue *ep, gemm_prefetch *pf) {
     const int kw = gemm_panel_words(g, ku);
-    const int rows = (mc + g->mr - 1) / g->mr, cols = (nc + g->nr - 1) / g->nr, tiles = rows * cols;
     const int rows_outer = nc == ldc && (size_t)g->mr * kw * 4 <= (size_t)g->rows_outer_bytes;
     gemm_tile_epilogue next = gemm_tile_ep(ep, c, ldc, (size_t)ic, (size_t)jc, first, last);
-    for (int t = 0; t < tiles; t++) {
-        const int ir = (rows_outer ? t / cols : t % rows) * g->mr, jr = (rows_outer ? t % cols : t / rows) * g->nr;
+    int ir = 0, jr = 0;  // this tile's
+    while (jr < nc && ir < mc) {
+        int next_ir = ir, next_jr = jr;  // the next tile's, in the block's order; past the block after the last
+        if (rows_outer) {
+            next_jr += g->nr;
+            if (next_jr >= nc) { next_jr = 0, next_ir += g->mr; }
+        } else {
+            next_ir += g->mr;
+            if (next_ir >= mc) { next_ir = 0, next_jr += g->nr; }
+        }
         const int mr = gemm_min(g->mr, mc - ir), nr = gemm_min(g->nr, nc - jr);
         const float *apanel = abuf + (size_t)ir * kw, *bpanel = bbuf + (size_t)jr * kw;
         float *ctile = c + (size_t)(ic + ir) * ldc + (size_t)(jc + jr);
         gemm_tile_epilogue tep = next;
-        if (t + 1 < tiles) {
-            const int next_ir = (rows_outer ? (t + 1) / cols : (t + 1) % rows) * g->mr;
-            const int next_jr = (rows_outer ? (t + 1) % cols : (t + 1) / rows) * g->nr;
+        if (next_ir < mc && next_jr < nc) {
             next = gemm_tile_ep(ep, c, ldc, (size_t)(ic + next_ir), (size_t)(jc + next_jr), first, last);
             tep.next_c = c + (size_t)(ic + next_ir) * ldc + (size_t)(jc + next_jr);
             tep.next_cin = next.cin != tep.next_c ? next.cin : NULL;
             tep.next_pre = next.pre;
         }
         g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, &tep, pf);
+        ir = next_ir, jr = next_jr;
     }
 }
 
