@@ -34,7 +34,8 @@ in dev/cpu/adamw.c, which times them.
 // AdamW fetches each of its four source streams this many floats ahead (0: none, for A/B timing).
 // The hardware prefetchers alone kept 2 threads of an Intel Xeon (family 6 model 207, 2026-11-28,
 // dev/cpu/adamw with -DADAMW_PREFETCH=...) at 91-99 ms for GPT-2 124M's 124M parameters; 192-256
-// floats ahead, 80-83 ms (64: 87-89, 1024: 85-111). Not measured on AMD.
+// floats ahead, 80-83 ms (64: 87-89, 1024: 85-111). On AMD's Zen 4 none was fastest (64-256
+// floats ahead: 68-88 ms, none: 65-71), so they are on Intel's CPUs only (soft_prefetch_enabled).
 #ifndef ADAMW_PREFETCH
 #define ADAMW_PREFETCH 256
 #endif
@@ -119,12 +120,13 @@ static void adamw_update_ex(float *params, uint16_t *params16, const float *grad
     const float step_size = lr / bias_correction1;
     const float decay = 1.0f - lr * weight_decay;
     const int stream16 = params16 != NULL && ADAMW_STREAM_BF16 && adamw_can_stream(params16);
+    const int prefetch = ADAMW_PREFETCH > 0 && soft_prefetch_enabled();
     #pragma omp parallel
     {
         #pragma omp for schedule(static)
         for (size_t i = 0; i < n; i += VEC_WIDTH) {
             const int k = n - i < VEC_WIDTH ? (int)(n - i) : VEC_WIDTH;  // k < VEC_WIDTH: the tail
-            if (ADAMW_PREFETCH > 0 && i % 16 == 0) {  // a 64-byte line of each stream; past the end is harmless
+            if (prefetch && i % 16 == 0) {  // a 64-byte line of each stream; past the end is harmless
                 __builtin_prefetch(grads + i + ADAMW_PREFETCH, 0, 3);
                 __builtin_prefetch(m + i + ADAMW_PREFETCH, 0, 3);
                 __builtin_prefetch(v + i + ADAMW_PREFETCH, 0, 3);

@@ -435,6 +435,7 @@ static void gpt2_create_ex(GPT2 *model, const GPT2Config *config, int B, int T, 
     model->arena_bytes = sz.arena_bytes;
     model->arena = arena_alloc_or_die(model->arena_bytes, "the model arena");
     gemm_init();  // the matmuls' packing buffers, once
+    (void)soft_prefetch_enabled();  // LLMC_SOFT_PREFETCH read (and a bad value refused) before any work
     float *p = model->arena;
     model->params_memory = p; p += params_floats;
     point_tensors((float **)&model->params, model->param_sizes, NUM_PARAMETER_TENSORS, model->params_memory);

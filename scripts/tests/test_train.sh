@@ -290,5 +290,16 @@ else
         if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what"; fi
     fi
+
+    # --- software prefetches in AdamW and GELU's backward (utils.h's soft_prefetch_enabled: on
+    # Intel's CPUs by default) change the speed only: forced off and on, 10 bf16 steps agree
+    for pf in 0 1; do LLMC_SOFT_PREFETCH=$pf recompute_run ./train_gpt2 bf16 0 "$tmp/softpf_$pf"; done
+    if [ "$(grep -c ' trl:' "$tmp/softpf_0/main.log")" -eq 10 ] && same_run "$tmp/softpf_0" "$tmp/softpf_1"; then
+        pass "LLMC_SOFT_PREFETCH=0 and =1 bit-identical over 10 bf16 steps (checkpoints, losses, samples)"
+    else
+        fail "LLMC_SOFT_PREFETCH=0 and =1 bit-identical" "$(tail -n 1 "$tmp/softpf_1.out")"
+    fi
+    expect_error "LLMC_SOFT_PREFETCH=2 refused" 1 "^error: LLMC_SOFT_PREFETCH=2: expected 0 .* or 1$" \
+        env LLMC_SOFT_PREFETCH=2 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1
     rm -rf build/mutant
 fi
