@@ -110,9 +110,9 @@ static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
 // params, grads, m, v are (n). One pass: reads the four arrays once, writes three; and where
 // params16 is not NULL, also the new parameters' bf16 bits into params16 (n) (the bf16 GEMM's
 // copy of the weights, gpt2.h: 2 more bytes written per parameter, in the same pass).
-// sqrt is vec_sqrt (within 1 ulp of sqrtf, vecmath.h): sqrtf itself does not vectorize
-// unless the build says -fno-math-errno, and a scalar sqrtf per element makes this pass
-// slower than memory.
+// sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root): sqrtf itself does not
+// vectorize unless the build says -fno-math-errno, and a scalar sqrtf per element makes this
+// pass slower than memory.
 static void adamw_update_ex(float *params, uint16_t *params16, const float *grads, float *m, float *v, size_t n,
                             float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     const float bias_correction1 = 1.0f - powf(beta1, (float)t);

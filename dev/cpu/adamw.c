@@ -8,7 +8,7 @@ Kernels and versions:
   adamw_update     params, m, v updated from grads
     1  the simple code: scalar (GCC does not vectorize it: sqrtf sets errno)
     2  vectorized, sqrtf lane by lane (exact, but scalar square roots)
-    3  llmc/adamw.h: vectorized, vec_sqrt (Newton, within 1 ulp)
+    3  llmc/adamw.h: vectorized, vec_sqrt (the vector square root: version 2's bits)
     4  llmc/adamw.h with the bf16 copy of the parameters written in the same pass (the bf16
        step's AdamW: 2 more bytes a parameter, by non-temporal stores unless built with
        -DADAMW_STREAM_BF16=0); the copy is checked against the rounded parameters

@@ -17,7 +17,7 @@ code path: wider vectors than the target's still run, split by the compiler.
 #include "llmc/vecmath.h"
 
 #define MAX_ULP_EXP 1.01
-#define MAX_ULP_SQRT 1.0
+#define MAX_ULP_SQRT 0.5  // correctly rounded
 #define MAX_ULP_GELU 2.5  // gelu and gelu' from vec_exp and a few roundings each, in ulps of 1
 
 // |got - want| in units of the last place of max(|want|, floor) as a float (subnormal ulps
