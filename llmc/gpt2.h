@@ -927,13 +927,7 @@ static void gpt2_zero_grad(GPT2 *model) {
 
 static int grad_norm_in_backward_enabled(void) {
     static int enabled = -1;
-    if (enabled < 0) {
-        const char *env = getenv("LLMC_NORM_IN_BACKWARD");
-        if (env != NULL && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
-            die("LLMC_NORM_IN_BACKWARD=%s: expected 0 (the norm's pass after the backward) or 1", env);
-        }
-        enabled = env == NULL || strcmp(env, "1") == 0;
-    }
+    if (enabled < 0) { enabled = env_flag("LLMC_NORM_IN_BACKWARD", 1, "the norm's pass after the backward"); }
     return enabled;
 }
 

@@ -188,6 +188,15 @@ static void make_dirs_or_die(const char *dir, const char *flag) {
     free(p);
 }
 
+// Environment variable name as a switch: 0 or 1, def where it is unset; anything else dies with
+// a message (off: what 0 means). Serial code.
+static int env_flag(const char *name, int def, const char *off) {
+    const char *env = getenv(name);
+    if (env == NULL) { return def; }
+    if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) { die("%s=%s: expected 0 (%s) or 1", name, env, off); }
+    return env[0] == '1';
+}
+
 // 1 if the memory-bound passes (AdamW, GELU's backward) fetch their sources ahead by software
 // prefetches, as measured per vendor (dev/cpu/adamw, and in the step): on Intel's Xeons (family 6
 // model 207, 2026-11-28) AdamW ran 80-83 ms with them against 91-99 without; on AMD's Zen 4
@@ -197,16 +206,12 @@ static void make_dirs_or_die(const char *dir, const char *flag) {
 static int soft_prefetch_enabled(void) {
     static int enabled = -1;
     if (enabled < 0) {
-        const char *env = getenv("LLMC_SOFT_PREFETCH");
-        if (env != NULL && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
-            die("LLMC_SOFT_PREFETCH=%s: expected 0 (no software prefetches in the memory-bound passes) or 1", env);
-        }
+        int intel = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
         __builtin_cpu_init();
-        enabled = env != NULL ? env[0] == '1' : __builtin_cpu_is("intel");
-#else
-        enabled = env != NULL ? env[0] == '1' : 0;
+        intel = __builtin_cpu_is("intel");
 #endif
+        enabled = env_flag("LLMC_SOFT_PREFETCH", intel, "no software prefetches in the memory-bound passes");
     }
     return enabled;
 }
