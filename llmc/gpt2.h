@@ -927,7 +927,7 @@ static void gpt2_zero_grad(GPT2 *model) {
 
 static int grad_norm_in_backward_enabled(void) {
     static int enabled = -1;
-    if (enabled < 0) { enabled = env_flag("LLMC_NORM_IN_BACKWARD", 1, "the norm's pass after the backward"); }
+    if (enabled < 0) { enabled = env_flag("LLMC_NORM_IN_BACKWARD", 1, "the norm's pass after the backward", NULL); }
     return enabled;
 }
 

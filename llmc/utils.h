@@ -189,11 +189,13 @@ static void make_dirs_or_die(const char *dir, const char *flag) {
 }
 
 // Environment variable name as a switch: 0 or 1, def where it is unset; anything else dies with
-// a message (off: what 0 means). Serial code.
-static int env_flag(const char *name, int def, const char *off) {
+// a message saying what 0 means (off) and, where on is not NULL, what 1 means. Serial code.
+static int env_flag(const char *name, int def, const char *off, const char *on) {
     const char *env = getenv(name);
     if (env == NULL) { return def; }
-    if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) { die("%s=%s: expected 0 (%s) or 1", name, env, off); }
+    if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
+        die("%s=%s: expected 0 (%s) or 1%s%s%s", name, env, off, on != NULL ? " (" : "", on != NULL ? on : "", on != NULL ? ")" : "");
+    }
     return env[0] == '1';
 }
 
@@ -211,7 +213,7 @@ static int soft_prefetch_enabled(void) {
         __builtin_cpu_init();
         intel = __builtin_cpu_is("intel");
 #endif
-        enabled = env_flag("LLMC_SOFT_PREFETCH", intel, "no software prefetches in the memory-bound passes");
+        enabled = env_flag("LLMC_SOFT_PREFETCH", intel, "no software prefetches in the memory-bound passes", NULL);
     }
     return enabled;
 }

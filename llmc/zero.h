@@ -84,11 +84,8 @@ static size_t zero_optimizer_init(ZeroOptimizer *opt, const GPT2Config *config, 
     } else {
         zero_shard_of(span, zero.rank, zero.size, &opt->shard_offset, &opt->shard_count);
     }
-    const char *env = getenv("LLMC_OVERLAP");
-    if (env != NULL && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
-        die("LLMC_OVERLAP=%s: expected 0 (blocking gradient sums) or 1 (overlapped with the backward pass)", env);
-    }
-    opt->overlap = zero.size > 1 && (env == NULL || strcmp(env, "1") == 0);
+    const int overlap = env_flag("LLMC_OVERLAP", 1, "blocking gradient sums", "overlapped with the backward pass");
+    opt->overlap = zero.size > 1 && overlap;
     if (opt->overlap) { zero_overlap_init(opt, sizes, config->num_layers, span); }
     return opt->shard_count;
 }
