@@ -44,13 +44,30 @@ in dev/cpu/adamw.c, which times them.
 #define ADAMW_STREAM_BF16 1  // 0: the bf16 copy by plain stores (for A/B timing)
 #endif
 
-// The bf16 bits of n <= VEC_WIDTH floats into dst[0..n): vec_bf16_bits32 (vecmath.h), which
-// rounds exactly as the bf16 GEMM's packing does, so that the copy written here is what the
-// packing would round the floats to.
+// The bf16 bits of VEC_WIDTH floats: vec_bf16_bits32 (vecmath.h), which rounds exactly as the
+// bf16 GEMM's packing does (gemm_bf16_bits), so that the copy written here is what the packing
+// would round the floats to.
 typedef uint16_t adamw_vu16 __attribute__((vector_size(VEC_WIDTH * sizeof(uint16_t))));
 VEC_INLINE adamw_vu16 vec_bf16_bits(vfloat x) { return __builtin_convertvector(vec_bf16_bits32(x) >> 16, adamw_vu16); }
-VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, vfloat x, int n) {
-    const adamw_vu16 h = vec_bf16_bits(x);
+
+// The same by the CPU's own conversion where the build has it (vcvtneps2bf16, AVX512_BF16): the
+// same nearest-even rounding and quieted NaN, but a denormal becomes a zero of its sign, as the
+// native packing's vcvtne2ps2bf16 does. So it serves where the products flush denormal bf16
+// operands to zero anyway (vdpbf16ps, AMX: gemm_flushes_bf16_denormals), and there it takes a
+// third of AdamW's work off (the integer rounding's eight operations a vector: on Zen 4, with
+// the arrays in L3, 0.27 against 0.39 ms per million parameters; in the T=64 bf16 step AdamW
+// lower in 5 of 6 rounds, builds alternated, medians 51 against 61 ms, 2026-11-29; on the lent
+// Xeon's AMX path the step did not show it beyond the host's drift). Elsewhere: vec_bf16_bits.
+#if VEC_WIDTH == 16 && defined(__AVX512BF16__)
+#define ADAMW_HAVE_BF16_CVT 1
+VEC_INLINE adamw_vu16 vec_bf16_bits_ftz(vfloat x) { return (adamw_vu16)_mm512_cvtneps_pbh((__m512)x); }
+#else
+#define ADAMW_HAVE_BF16_CVT 0
+VEC_INLINE adamw_vu16 vec_bf16_bits_ftz(vfloat x) { return vec_bf16_bits(x); }
+#endif
+
+// The first n <= VEC_WIDTH of h into dst[0..n).
+VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, adamw_vu16 h, int n) {
     if (n == VEC_WIDTH) {
         memcpy(dst, &h, sizeof(h));
     } else {
@@ -66,8 +83,7 @@ VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, vfloat x, int n) {
 // Zen 4, GPT-2 124M, T=64 bf16 (2026-11-27, builds alternated): AdamW 68.7 -> 66.0 ms a step
 // (medians of 12 steps), the same bits.
 static inline int adamw_can_stream(const uint16_t *dst) { return (uintptr_t)dst % (2 * VEC_WIDTH) == 0; }
-VEC_INLINE void vec_stream_bf16(uint16_t *dst, vfloat x) {
-    const adamw_vu16 h = vec_bf16_bits(x);
+VEC_INLINE void vec_stream_bf16(uint16_t *dst, adamw_vu16 h) {
 #if defined(__x86_64__) && VEC_WIDTH == 16 && defined(__AVX__)
     _mm256_stream_si256((__m256i *)dst, (__m256i)h);
 #elif defined(__x86_64__) && VEC_WIDTH == 8
@@ -82,13 +98,15 @@ static inline void adamw_stream_fence(void) {
 #endif
 }
 
-// dst[0..n) = the bf16 bits of x: streamed where stream is set and the vector is whole
-// (the caller checked adamw_can_stream once for the array), else by plain stores.
-VEC_INLINE void vec_put_bf16(uint16_t *dst, vfloat x, int n, int stream) {
+// dst[0..n) = the bf16 bits of x (by vec_bf16_bits_ftz where ftz is set): streamed where stream
+// is set and the vector is whole (the caller checked adamw_can_stream once for the array), else
+// by plain stores.
+VEC_INLINE void vec_put_bf16(uint16_t *dst, vfloat x, int n, int stream, int ftz) {
+    const adamw_vu16 h = ftz ? vec_bf16_bits_ftz(x) : vec_bf16_bits(x);
     if (stream && n == VEC_WIDTH) {
-        vec_stream_bf16(dst, x);
+        vec_stream_bf16(dst, h);
     } else {
-        vec_store_bf16_partial(dst, x, n);
+        vec_store_bf16_partial(dst, h, n);
     }
 }
 
@@ -101,7 +119,7 @@ static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
         #pragma omp for schedule(static)
         for (size_t i = 0; i < n; i += VEC_WIDTH) {
             const int k = n - i < VEC_WIDTH ? (int)(n - i) : VEC_WIDTH;
-            vec_put_bf16(dst + i, vec_load_partial(src + i, k), k, stream);
+            vec_put_bf16(dst + i, vec_load_partial(src + i, k), k, stream, 0);
         }
         adamw_stream_fence();
     }
@@ -109,12 +127,13 @@ static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
 
 // params, grads, m, v are (n). One pass: reads the four arrays once, writes three; and where
 // params16 is not NULL, also the new parameters' bf16 bits into params16 (n) (the bf16 GEMM's
-// copy of the weights, gpt2.h: 2 more bytes written per parameter, in the same pass).
+// copy of the weights, gpt2.h: 2 more bytes written per parameter, in the same pass), by
+// vec_bf16_bits_ftz where params16_ftz is set (the run's products flush denormals anyway).
 // sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root): sqrtf itself does not
 // vectorize unless the build says -fno-math-errno, and a scalar sqrtf per element makes this
 // pass slower than memory.
-static void adamw_update_ex(float *params, uint16_t *params16, const float *grads, float *m, float *v, size_t n,
-                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+static void adamw_update_ex(float *params, uint16_t *params16, int params16_ftz, const float *grads, float *m, float *v,
+                            size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     const float bias_correction1 = 1.0f - powf(beta1, (float)t);
     const float sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t));
     const float step_size = lr / bias_correction1;
@@ -140,7 +159,7 @@ static void adamw_update_ex(float *params, uint16_t *params16, const float *grad
             const vfloat p = vec_load_partial(params + i, k);
             const vfloat np = p * decay - step_size * mi / (vec_sqrt(vi) / sqrt_bias_correction2 + eps);
             vec_store_partial(params + i, np, k);
-            if (params16 != NULL) { vec_put_bf16(params16 + i, np, k, stream16); }
+            if (params16 != NULL) { vec_put_bf16(params16 + i, np, k, stream16, params16_ftz); }
         }
         adamw_stream_fence();
     }
@@ -149,7 +168,7 @@ static void adamw_update_ex(float *params, uint16_t *params16, const float *grad
 static void adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
                          float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                          int t) {
-    adamw_update_ex(params, NULL, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    adamw_update_ex(params, NULL, 0, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
 // The sum of x[i]^2 over x (n), in double. Deterministic for any thread count: the array

@@ -562,19 +562,19 @@ static void gemm_tile_bf16_native(int mr, int nr, int kw, const float *apanel, c
 enum { GEMM_KERNEL_FP32, GEMM_KERNEL_BF16_EMULATED, GEMM_KERNEL_BF16_AVX512, GEMM_KERNEL_BF16_AMX, GEMM_KERNELS };
 static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
     [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,
-                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, 0},
+                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, 0, 0},
     [GEMM_KERNEL_BF16_EMULATED] = {"emulated: fp32 FMA kernel on bf16-rounded panels", GEMM_MR, GEMM_NR, GEMM_BF16_KCP,
                                    GEMM_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
-                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, 0},
+                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, 0, 0},
 #if GEMM_HAVE_BF16_KERNEL
     [GEMM_KERNEL_BF16_AVX512] = {"AVX512_BF16 vdpbf16ps kernel", GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC,
                                  GEMM_BF16_NC, 2, 1, 1, 1, gemm_pack_a_bf16_native, gemm_pack_b_bf16_native,
-                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native, 0},
+                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native, 0, 1},
 #endif
 #if GEMM_HAVE_AMX_KERNEL
     [GEMM_KERNEL_BF16_AMX] = {"AMX tdpbf16ps kernel", GEMM_AMX_MR, GEMM_AMX_NR, GEMM_AMX_KCP, GEMM_AMX_MC, GEMM_AMX_NC, 2,
                               1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init,
-                              gemm_pack_b16_amx, GEMM_AMX_ROWS_OUTER_BYTES},
+                              gemm_pack_b16_amx, GEMM_AMX_ROWS_OUTER_BYTES, 1},
 #endif
 };
 
@@ -947,7 +947,8 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
 
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
 // b16: NULL, or B's bf16 copy (uint16 bits at the same offsets as b's floats, each what the bf16
-// packing would round that float to: gemm_bf16_bits, NaN included), which the bf16 kernels that
+// packing would round that float to: gemm_bf16_bits, NaN included; where the kernel flushes denormal
+// operands, gemm_flushes_bf16_denormals, a denormal's may be a zero instead), which the bf16 kernels that
 // have pack_b16 pack from instead of b (half the bytes read, no rounding; the same bits). b must
 // be given too (fp32, and kernels without pack_b16, read it), unless the run is bf16 and
 // gemm_b16_usable() says the copy will be used.
@@ -1013,3 +1014,5 @@ static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t 
 
 // 1 if the next gemm_ex packs B from a bf16 copy when given one: bf16, on a kernel with pack_b16.
 static int gemm_b16_usable(void) { return precision_is_bf16() && gemm_kernel_current()->pack_b16 != NULL; }
+// 1 if the run's bf16 products flush denormal operands to zero (gemm_kernel's flushes_denormals).
+static int gemm_flushes_bf16_denormals(void) { return precision_is_bf16() && gemm_kernel_current()->flushes_denormals; }

@@ -269,4 +269,7 @@ typedef struct {
     // a block whose a panels take at most this many bytes and whose columns are whole rows of C
     // runs its tiles a row of tiles after another (gemm_macro_kernel); 0: never
     int rows_outer_bytes;
+    // 1: the products flush denormal bf16 operands to zero (vdpbf16ps, TDPBF16PS), so a bf16 copy
+    // of B may hold a zero for a denormal (adamw.h's vec_bf16_bits_ftz) and give the same sums
+    int flushes_denormals;
 } gemm_kernel;

@@ -1065,8 +1065,8 @@ static void gpt2_update_range(GPT2 *model, size_t lo, size_t hi, float *m, float
         const size_t t1 = t0 + model->param_sizes[i];
         const size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
         if (a >= b) { continue; }
-        adamw_update_ex(model->params_memory + a, params16 != NULL ? params16 + a : NULL, model->grads_memory + a,
-                        m + (a - lo), v + (a - lo), b - a, lr, beta1, beta2, eps,
+        adamw_update_ex(model->params_memory + a, params16 != NULL ? params16 + a : NULL, gemm_flushes_bf16_denormals(),
+                        model->grads_memory + a, m + (a - lo), v + (a - lo), b - a, lr, beta1, beta2, eps,
                         PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
     }
     model->params_bf16_current = params16 != NULL;

@@ -12,6 +12,10 @@ Kernels and versions:
     4  llmc/adamw.h with the bf16 copy of the parameters written in the same pass (the bf16
        step's AdamW: 2 more bytes a parameter, by non-temporal stores unless built with
        -DADAMW_STREAM_BF16=0); the copy is checked against the rounded parameters
+    5  the same with the copy rounded by vcvtneps2bf16 (vec_bf16_bits_ftz: the vdpbf16ps and AMX
+       paths' AdamW) where the build has AVX512_BF16, else as version 4; checked the same way,
+       and both copies on special values: denormals (version 5: a zero of their sign), the
+       largest floats, infinities, NaNs, ties
   sum_of_squares   sum of g^2 over the gradients, in double (gpt2_grad_norm)
     1  the simple code of gpt2_grad_norm: 64 parts, a double running sum each
     2  llmc/adamw.h: the same 64 parts, blocks of 1024 in float vectors into a double
@@ -96,26 +100,62 @@ static void adamw2(void *p) { Args *a = p; adamw_update2(ADAMW_ARGS(a)); }
 static void adamw3(void *p) { Args *a = p; adamw_update(ADAMW_ARGS(a)); }
 static void adamw4(void *p) {
     Args *a = p;
-    adamw_update_ex(a->params, a->params16, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
+    adamw_update_ex(a->params, a->params16, 0, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
 }
-// 1 if version 4's bf16 copy is not the round-to-nearest-even bits of its parameters (no NaN here)
-static int params16_wrong(const Args *a) {
+static void adamw5(void *p) {
+    Args *a = p;
+    adamw_update_ex(a->params, a->params16, 1, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
+}
+// The bf16 bits the copy should hold for x: nearest-even, a NaN quieted; with ftz (version 5 on
+// a build with the conversion instruction) a denormal becomes a zero of its sign.
+static uint16_t expected_bf16(float x, int ftz) {
+    uint32_t w;
+    memcpy(&w, &x, 4);
+    if (ftz && ADAMW_HAVE_BF16_CVT && (w & 0x7f800000u) == 0) { return (uint16_t)((w >> 16) & 0x8000u); }
+    if ((w & 0x7fffffffu) > 0x7f800000u) { return (uint16_t)(((w | 0x00400000u)) >> 16); }
+    return (uint16_t)((w + 0x7fffu + ((w >> 16) & 1u)) >> 16);
+}
+// 1 if the bf16 copy is not its parameters' expected bits
+static int params16_wrong(const Args *a, int ftz) {
     for (size_t i = 0; i < a->n; i++) {
-        uint32_t w;
-        memcpy(&w, &a->params[i], 4);
-        if (a->params16[i] != (uint16_t)((w + 0x7fffu + ((w >> 16) & 1u)) >> 16)) { return 1; }
+        if (a->params16[i] != expected_bf16(a->params[i], ftz)) { return 1; }
     }
     return 0;
+}
+// The copies of versions 4 and 5 on special values, the update a no-op (lr 0, m = v = grads = 0):
+// the number of wrong words.
+static int special_values_wrong(void) {
+    static const uint32_t bits[] = {0x00000001u, 0x007fffffu, 0x80400000u, 0x00008000u, 0x00800000u, 0x80800000u,
+                                    0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0x7f800001u,
+                                    0xffa00000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00000000u, 0x80000000u};
+    enum { N = 2 * VEC_WIDTH + 3 };  // whole vectors and a tail
+    float params[N], grads[N] = {0}, m[N] = {0}, v[N] = {0};
+    uint16_t copy[N] __attribute__((aligned(64)));
+    int wrong = 0;
+    for (int ftz = 0; ftz <= 1; ftz++) {
+        for (int i = 0; i < N; i++) { memcpy(&params[i], &bits[i % (int)(sizeof(bits) / sizeof(bits[0]))], 4); }
+        adamw_update_ex(params, copy, ftz, grads, m, v, N, 0.0f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1);
+        for (int i = 0; i < N; i++) {
+            uint32_t w;  // the input's bits, a signaling NaN quieted by the update's arithmetic
+            memcpy(&w, &params[i], 4);
+            if (copy[i] != expected_bf16(params[i], ftz)) {
+                printf("  special values, version %d: %08x gave %04x, expected %04x\n", 4 + ftz, w, copy[i], expected_bf16(params[i], ftz));
+                wrong++;
+            }
+        }
+    }
+    return wrong;
 }
 static void sumsq1(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares1(a->grads, a->n); }
 static void sumsq2(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares(a->grads, a->n); }
 static void zero1(void *p) { Args *a = p; memset(a->zeroed, 0, a->n * sizeof(float)); }
 static void zero2(void *p) { Args *a = p; zero_floats(a->zeroed, a->n); }
 
-typedef struct { const char *kernel; void (*fn[4])(void *); const char *what[4]; double floats; } Kernel;
+typedef struct { const char *kernel; void (*fn[5])(void *); const char *what[5]; double floats; } Kernel;
 static const Kernel KERNELS[] = {
-    {"adamw_update", {adamw1, adamw2, adamw3, adamw4},
-     {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt", "llmc: and the bf16 copy"}, 7},
+    {"adamw_update", {adamw1, adamw2, adamw3, adamw4, adamw5},
+     {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt", "llmc: and the bf16 copy",
+      ADAMW_HAVE_BF16_CVT ? "llmc: the copy by vcvtneps2bf16" : "llmc: the copy (no vcvtneps2bf16: as 4)"}, 7},
     {"sum_of_squares", {sumsq1, sumsq2}, {"simple (double running sums)", "llmc: float vector blocks into double"}, 1},
     {"zero", {zero1, zero2}, {"memset", "llmc: parallel, non-temporal stores"}, 1},
 };
@@ -124,7 +164,7 @@ int main(int argc, char **argv) {
     const int only = version_arg(argc, argv);
     const size_t sizes[] = {124475904, 1000003};
     printf("adamw: %d threads, VEC_WIDTH %d\n", omp_get_max_threads(), VEC_WIDTH);
-    int fails = 0;
+    int fails = special_values_wrong();
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         const size_t n = sizes[s];
         char shape[32];
@@ -147,14 +187,14 @@ int main(int argc, char **argv) {
             } else {
                 outputs_add(&o, "zeroed", a.zeroed, params0, n);
             }
-            for (int v = 1; v <= 4 && K->fn[v - 1] != NULL; v++) {
+            for (int v = 1; v <= 5 && K->fn[v - 1] != NULL; v++) {
                 if (v == 1 || only == 0 || only == v) {
                     char what[96];
                     snprintf(what, sizeof(what), "%s: %s", K->kernel, K->what[v - 1]);
-                    fails += !run_version(shape, v, what, K->fn[v - 1], &a, &o, (K->floats + (k == 0 && v == 4) * 0.5) * n * sizeof(float),
+                    fails += !run_version(shape, v, what, K->fn[v - 1], &a, &o, (K->floats + (k == 0 && v >= 4) * 0.5) * n * sizeof(float),
                                           1e-6, only == 0 || only == v);
-                    if (k == 0 && v == 4 && params16_wrong(&a)) {
-                        printf("  %s: version 4's bf16 copy is not its parameters rounded\n", shape);
+                    if (k == 0 && v >= 4 && params16_wrong(&a, v == 5)) {
+                        printf("  %s: version %d's bf16 copy is not its parameters rounded\n", shape, v);
                         fails++;
                     }
                 }
