@@ -160,7 +160,7 @@ MUTANTS=(
     "llmc/gpt2.h|s/model->grads_overwrite = 0;  \/\/ later micro-batches/(void)0;  \/\/ later micro-batches/|grads, 2 passes summed|a step's second micro-batch overwrites the gradients instead of adding to them"
     # bf16: AdamW's non-temporal stores of the weights' bf16 copy writing other bits than the
     # rounding of the new weights (the next forward pass's products read the copy)
-    "llmc/adamw.h|s/(__m256i)h);/(__m256i)vec_bf16_bits(x * 1.01f));/;s/(__m128i)h);/(__m128i)vec_bf16_bits(x * 1.01f));/|h.0.qkv|bf16 copy of the weights streamed from the wrong values by AdamW|bf16"
+    "llmc/adamw.h|s/        vec_stream_bf16(dst, h);/        vec_stream_bf16(dst, vec_bf16_bits(x * 1.01f));/|h.0.qkv|bf16 copy of the weights streamed from the wrong values by AdamW|bf16"
     # bf16: rounding by truncation; the A operand (activations, or dout) left unrounded, on the
     # emulated path where panels are fp32; A's bf16 pairs packed in the wrong order, which
     # pairs A's k with B's k+1 (on either path).
