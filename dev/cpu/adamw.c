@@ -30,6 +30,7 @@ sum of squares reads n; zeroing writes n.
 */
 #include "common.h"
 #include "llmc/adamw.h"
+#include "llmc/gemm_kernel_bf16.h"  // gemm_bf16_bits: the rounding the copy must match
 
 // 1: the simple code, as it was in llmc/adamw.h.
 static void adamw_update1(float *params, const float *grads, float *m, float *v, size_t n, float lr,
@@ -106,14 +107,13 @@ static void adamw5(void *p) {
     Args *a = p;
     adamw_update_ex(a->params, a->params16, 1, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
 }
-// The bf16 bits the copy should hold for x: nearest-even, a NaN quieted; with ftz (version 5 on
-// a build with the conversion instruction) a denormal becomes a zero of its sign.
+// The bf16 bits the copy should hold for x: the GEMM packing's rounding (gemm_bf16_bits); with ftz
+// (version 5 on a build with the conversion instruction) a denormal becomes a zero of its sign.
 static uint16_t expected_bf16(float x, int ftz) {
     uint32_t w;
     memcpy(&w, &x, 4);
     if (ftz && ADAMW_HAVE_BF16_CVT && (w & 0x7f800000u) == 0) { return (uint16_t)((w >> 16) & 0x8000u); }
-    if ((w & 0x7fffffffu) > 0x7f800000u) { return (uint16_t)(((w | 0x00400000u)) >> 16); }
-    return (uint16_t)((w + 0x7fffu + ((w >> 16) & 1u)) >> 16);
+    return (uint16_t)(gemm_bf16_bits(x) >> 16);
 }
 // 1 if the bf16 copy is not its parameters' expected bits
 static int params16_wrong(const Args *a, int ftz) {
