@@ -1,4 +1,4 @@
-# GPT-2 training in C. `make` builds the programs; `make test` checks them quickly (about 5
+# GPT-2 training in C. `make` builds the programs; `make test` checks them quickly (about 6
 # minutes on 2 cores), `make test-all` runs the whole suite as CI does; `make help` lists every target.
 #   make PORTABLE=1   builds for any x86-64 (no -march=native)
 #   make NO_OMP=1     builds without OpenMP (single-threaded)
@@ -138,7 +138,7 @@ test: all ## the quick tests: every program and kernel path, a few mutants (run_
 	bash scripts/tests/run_tests.sh --quick
 
 # The whole suite (.ci/run): every config, build variant and mutant, the fuzzing, sanitizer
-# and multi-host runs; about 35 minutes on 2 cores.
+# and multi-host runs; about 45 minutes on 2 cores.
 test-all: all ## the whole test suite, as CI runs it (scripts/tests/run_tests.sh)
 	bash scripts/tests/run_tests.sh
 
