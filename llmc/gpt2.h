@@ -507,7 +507,7 @@ static void gpt2_bf16_weights_ready(GPT2 *model) {
     if (model->grads_memory == NULL || !gemm_b16_usable() || !gpt2_bf16_weights_enabled()) { return; }
     if (model->params_bf16 == NULL) {
         const size_t bytes = model->params_span * sizeof(uint16_t);
-        model->params_bf16 = aligned_alloc_or_die((bytes + 63) / 64 * 64, "the bf16 copy of the parameters");
+        model->params_bf16 = arena_alloc_or_die(bytes, "the bf16 copy of the parameters");
         model->params_bf16_current = 0;
     }
     if (!model->params_bf16_current) {

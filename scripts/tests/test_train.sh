@@ -301,5 +301,40 @@ else
     fi
     expect_error "LLMC_SOFT_PREFETCH=2 refused" 1 "^error: LLMC_SOFT_PREFETCH=2: expected 0 .* or 1$" \
         env LLMC_SOFT_PREFETCH=2 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1
+
+    # --- the arena in transparent huge pages (utils.h's arena_alloc_or_die marks it MADV_HUGEPAGE):
+    # where the kernel backs only marked regions ("madvise") and backs a marked mapping of this
+    # process's, a running trainer's memory holds huge pages; without the mark (a mutant), none.
+    # arena_huge_kb BIN: the most AnonHugePages (kB) seen in BIN's smaps while it trains (up to 10 s)
+    arena_huge_kb() {
+        local pid most=0 kb
+        "$1" -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 100000 -v 0 -s 0 \
+            > "$tmp/thp.out" 2>&1 & pid=$!
+        for _ in $(seq 1 100); do
+            kb=$(sed -n 's/^AnonHugePages: *\([0-9]*\) kB$/\1/p' /proc/$pid/smaps_rollup 2>/dev/null)
+            [ "${kb:-0}" -gt "$most" ] && most=$kb
+            [ "$most" -gt 0 ] && break  # allocated and touched before the first step
+            sleep 0.1
+        done
+        kill $pid 2>/dev/null; wait $pid 2>/dev/null
+        echo "$most"
+    }
+    thp_mode=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
+    thp_probe=$($PY -c '
+import mmap, re
+m = mmap.mmap(-1, 16 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS); m.madvise(mmap.MADV_HUGEPAGE); m.write(b"\1" * (16 << 20))
+print(re.search(r"AnonHugePages:\s+(\d+)", open("/proc/self/smaps_rollup").read()).group(1))' 2>/dev/null)
+    if [ "$thp_mode" != madvise ] || [ "${thp_probe:-0}" -eq 0 ]; then
+        echo "SKIP the arena in transparent huge pages: the kernel's mode is '${thp_mode:-none}' and a marked 16 MiB mapping got ${thp_probe:-no} kB of them (needs 'madvise' and some)"
+    else
+        kb=$(arena_huge_kb ./train_gpt2)
+        [ "$kb" -gt 0 ] && pass "the arena is in transparent huge pages ($kb kB while training)" ||
+            fail "the arena in transparent huge pages" "no AnonHugePages while training ($(tail -n 1 "$tmp/thp.out"))"
+        what="the arena not marked for transparent huge pages"
+        if [ "${TEST_QUICK:-0}" != 1 ] && build_mutant llmc/utils.h 's/(void)madvise(p, rounded, MADV_HUGEPAGE);/(void)p;/' "$what"; then
+            kb=$(arena_huge_kb build/mutant/train_gpt2)
+            [ "$kb" -eq 0 ] && pass "mutant caught: $what (no huge pages)" || fail "mutant caught: $what" "$kb kB of huge pages"
+        fi
+    fi
     rm -rf build/mutant
 fi
