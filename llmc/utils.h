@@ -138,13 +138,10 @@ static void *aligned_alloc_or_die(size_t bytes, const char *what) {
 }
 
 // For the big arenas: 2 MiB aligned (whole pages, cache-line aligned tensors) and marked for
-// transparent huge pages (Linux's default THP mode, "madvise", backs only regions so marked).
-// A huge page maps what 512 small ones do, where the products walk the weights, their bf16
-// copy (gpt2.h allocates it here too) and the gradients: on the Zen 4 VM of 2026-11-29 (its TLB
-// counters not readable) the T=64 bf16 step ran 2% faster (in 9 of 10 alternated rounds with
-// the arena marked, and in 3 of 3 with the copy too), fp32 and T=1024 no slower, for 0.5-1.3 s
-// more start-up at GPT-2 124M. (On 2026-11-22, in fp32, another VM took 3-4x as long to first
-// touch them and no step was faster; the lent Xeon's kernel grants none.)
+// transparent huge pages, which Linux's default THP mode ("madvise") gives to marked regions
+// only: the products walk the weights, their bf16 copy and the gradients over 512 times fewer
+// pages (a bf16 T=64 step 2% faster on Zen 4, for about a second more start-up at GPT-2 124M;
+// docs/speed.md).
 static void *arena_alloc_or_die(size_t bytes, const char *what) {
     const size_t huge = 2u << 20;
     size_t rounded = (bytes + huge - 1) / huge * huge;

@@ -305,19 +305,20 @@ else
     # --- the arena in transparent huge pages (utils.h's arena_alloc_or_die marks it MADV_HUGEPAGE):
     # where the kernel backs only marked regions ("madvise") and backs a marked mapping of this
     # process's, a running trainer's memory holds huge pages; without the mark (a mutant), none.
-    # arena_huge_kb BIN: the most AnonHugePages (kB) seen in BIN's smaps while it trains (up to 10 s)
+    # arena_huge_kb BIN: AnonHugePages (kB) of BIN's process once it has trained a step (its arena
+    # is allocated and first touched before that), 0 if no step came within 10 s
     arena_huge_kb() {
-        local pid most=0 kb
+        local pid kb=0
         "$1" -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 100000 -v 0 -s 0 \
             > "$tmp/thp.out" 2>&1 & pid=$!
         for _ in $(seq 1 100); do
-            kb=$(sed -n 's/^AnonHugePages: *\([0-9]*\) kB$/\1/p' /proc/$pid/smaps_rollup 2>/dev/null)
-            [ "${kb:-0}" -gt "$most" ] && most=$kb
-            [ "$most" -gt 0 ] && break  # allocated and touched before the first step
+            if grep -q '^step' "$tmp/thp.out"; then
+                kb=$(sed -n 's/^AnonHugePages: *\([0-9]*\) kB$/\1/p' /proc/$pid/smaps_rollup 2>/dev/null); break
+            fi
             sleep 0.1
         done
         kill $pid 2>/dev/null; wait $pid 2>/dev/null
-        echo "$most"
+        echo "${kb:-0}"
     }
     thp_mode=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
     thp_probe=$($PY -c '
