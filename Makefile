@@ -95,7 +95,7 @@ data: prepare_data ## Tiny Shakespeare and the GPT-2 vocabulary in data/
 # The training step (fp32, bf16) against a tuned PyTorch 2's (eager and torch.compile, fp32 and
 # bf16 autocast), both batch shapes, with a progress line per run (scripts/bench/bench.sh).
 bench: train_gpt2 ## the training step, fp32 and bf16, against PyTorch 2's four modes
-	$(MAKE) -C dev/cpu fma_peak
+	$(MAKE) -C dev/cpu fma_peak core_to_core
 	bash scripts/bench/bench.sh
 
 # Data-parallel GPT-2 124M: 2 ranks x 1 thread against 1 rank x 2 threads (scripts/bench/bench_mpi.sh).

@@ -22,7 +22,8 @@
 # compile fp32, compile bf16 autocast, train_gpt2 --precision bf16 --recompute 1 (activation
 # checkpointing: the memory-saving option). Same model, batches from the same shard, same
 # thread count. (A train_gpt2 row runs where this build has the flag; TORCH_MODES=eager or
-# compile runs only those PyTorch rows.)
+# compile runs only those PyTorch rows.) Each run's line of step times ends with CPUs 0 and 1's
+# cache-line round trip before and after it (dev/cpu/core_to_core; with two CPUs or more).
 # Prints per row: ms/step (median of the timed steps, over all rounds), tokens/s, model
 # GFLOP/s, MFU (fp32 rows against the fp32 FMA peak, bf16 rows against the faster of the bf16
 # dot-product peak and the fp32 FMA peak, all measured by dev/cpu/fma_peak: bf16 products run on
@@ -79,6 +80,7 @@ case $MODEL in
 esac
 [ -x ./train_gpt2 ] || die "./train_gpt2 missing: run make first"
 [ -x dev/cpu/fma_peak ] || die "dev/cpu/fma_peak missing: run make -C dev/cpu fma_peak first"
+[ -x dev/cpu/core_to_core ] || die "dev/cpu/core_to_core missing: run make -C dev/cpu core_to_core first"
 [ -x "$PY" ] || die "$PY missing: run make setup (it makes the project venv with PyTorch)"
 [ -f $shard ] || die "$shard missing: run make setup (or make data) first"
 tcmalloc=$(dpkg -L libgoogle-perftools4 2> /dev/null | grep -m 1 -E '/libtcmalloc\.so\.[0-9]+$' || true)
@@ -278,6 +280,14 @@ fi
 echo "PyTorch fp32 setting: tcmalloc, $THREADS threads, $best_fp32, AdamW $opt_fp32 ($setting_note)"
 [ $torch_bf16 = 1 ] && echo "PyTorch bf16 setting: tcmalloc, $THREADS threads, $best_bf16, AdamW $opt_bf16 ($setting_note)"
 
+# CPUs 0 and 1's cache-line round trip in ns (dev/cpu/core_to_core), or nothing with one CPU: on
+# the small VMs we measure on it tells the host's two placements of the vCPUs apart (one L3 or
+# two), which move a step by 2-3% (docs/speed.md); printed before and after each row's run.
+round_trip() {
+    [ "$(nproc)" -ge 2 ] || return 0
+    dev/cpu/core_to_core 0 1 | sed -n 's/^round trip CPU 0 - CPU 1: \([0-9.]*\) ns$/\1/p'
+}
+
 for shape in $SHAPES; do
     B=${shape%x*}; T=${shape#*x}
     steps=$(timed_steps "$shape")
@@ -286,7 +296,7 @@ for shape in $SHAPES; do
         for row in "${ROWS[@]}"; do
             row_runs "$row" || continue
             f=${row// /_}; prec=${row##* }
-            progress; t0=$(date +%s.%N)
+            progress; rt_before=$(round_trip); t0=$(date +%s.%N)
             if [ "${row%% *}" = ours ]; then
                 run_ours "$prec" "$B" "$T" "$steps" > "$tmp/ms"
                 sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' "$tmp/ours.out" > "$tmp/ms.all"
@@ -297,9 +307,9 @@ for shape in $SHAPES; do
                 sed -n 's/^pytorch step \([0-9]*\):.* \([0-9.]*\) ms$/\1 \2/p' "$tmp/torch.out" > "$tmp/ms.all"
                 grep '^pytorch compile:' "$tmp/torch.out" | sed "s/^pytorch compile:/-- $MODEL B=$B T=$T round $round: $(row_name "$row"):/" || true
             fi
-            done_run "$row" "$B" "$T" "$t0"
+            done_run "$row" "$B" "$T" "$t0"; rt_after=$(round_trip)
             cut -d ' ' -f 2 "$tmp/ms" >> "$tmp/ms_$f"; cat "$tmp/rss" >> "$tmp/rss_$f"
-            echo "-- $MODEL B=$B T=$T round $round: $(row_name "$row") ms of step:$(awk '{ printf " %s:%s", $1, $2 }' "$tmp/ms")"
+            echo "-- $MODEL B=$B T=$T round $round: $(row_name "$row") ms of step:$(awk '{ printf " %s:%s", $1, $2 }' "$tmp/ms")${rt_before:+ (CPU 0-1 round trip $rt_before ns before, $rt_after after)}"
         done
     done
     # one line per row, tab-separated: key name ms rss peak note ("-" when the row did not run;

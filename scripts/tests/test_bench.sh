@@ -16,7 +16,7 @@
 # row, no TORCH_BF16=0 run, no bench_generate.sh run); make test-all: everything.
 source "$(dirname "$0")/testlib.sh"
 quick=${TEST_QUICK:-0}
-make -s train_gpt2 > /dev/null && make -s -C dev/cpu fma_peak > /dev/null || { fail "bench build" "make failed"; exit 0; }
+make -s train_gpt2 > /dev/null && make -s -C dev/cpu fma_peak core_to_core > /dev/null || { fail "bench build" "make failed"; exit 0; }
 
 log=$(mktemp)
 genlog=$(mktemp)
@@ -37,7 +37,8 @@ read_peaks() {
 }
 # check_row NAME PEAK_WORDS WARMUP: the RESULT row exists, its ms/step is the median of the step
 # times printed for it, which are those of steps WARMUP..WARMUP+2, tok/s, GFLOP/s and MFU (against
-# the peak of the row's precision) follow from it, RSS is plausible.
+# the peak of the row's precision) follow from it, RSS is plausible; with two CPUs or more, its line of
+# step times ends with CPUs 0 and 1's round trip.
 figures='([0-9]+) ms/step, ([0-9]+) tok/s, ([0-9.]+) GFLOP/s, MFU ([0-9.]+)% of the'
 check_row() {
     local name=$1 peak_words=$2 warmup=$3 line steps want
@@ -46,7 +47,13 @@ check_row() {
         fail "bench.sh $run: row $name" "'$line'"; return
     fi
     local ms=${BASH_REMATCH[1]} toks=${BASH_REMATCH[2]} gflops=${BASH_REMATCH[3]} mfu=${BASH_REMATCH[4]} rss=${BASH_REMATCH[5]}
-    steps=$(grep -m 1 "^-- d6 B=1 T=16 round 1: $name ms of step: " "$log" | sed 's/.*ms of step: //')
+    local timed
+    timed=$(grep -m 1 "^-- d6 B=1 T=16 round 1: $name ms of step: " "$log")
+    # with two CPUs or more, the line ends with CPUs 0 and 1's cache-line round trip before and after
+    if [ "$(nproc)" -ge 2 ] && ! [[ $timed =~ \ \(CPU\ 0-1\ round\ trip\ [0-9]+\.[0-9]\ ns\ before,\ [0-9]+\.[0-9]\ after\)$ ]]; then
+        fail "bench.sh $run: row $name" "no CPU 0-1 round trip at the end of '$timed'"; return
+    fi
+    steps=$(printf '%s\n' "$timed" | sed 's/.*ms of step: //; s/ (CPU 0-1 round trip .*//')
     if [ "$(printf '%s\n' $steps | cut -d : -f 1 | tr '\n' ' ')" != "$warmup $((warmup + 1)) $((warmup + 2)) " ]; then
         fail "bench.sh $run: row $name" "timed steps '$steps' are not steps $warmup to $((warmup + 2))"; return
     fi
@@ -63,7 +70,7 @@ check_row() {
                r > 50 && r < 4000) }'; then
         fail "bench.sh $run: row $name" "figures do not add up: '$line'"; return
     fi
-    pass "bench.sh $run: row $name: the median step, tokens/s, GFLOP/s, MFU, peak RSS"
+    pass "bench.sh $run: row $name: the median step, tokens/s, GFLOP/s, MFU, peak RSS, the CPUs' round trip"
 }
 # a bf16 row: its MFU against the bf16 dot peak, or the fp32 FMA's where that is the faster
 check_bf16_row() { check_row "$1" "$bf16_peak_words" "$2"; }
@@ -195,6 +202,20 @@ check_ratio "fp32/fp32" "train_gpt2 fp32" "PyTorch eager fp32"
 check_ratio "best/best" "train_gpt2 fp32|train_gpt2 bf16" "PyTorch eager fp32|PyTorch eager bf16 autocast"
 check_progress
 
+# dev/cpu/core_to_core, whose round trip the rows print: a figure, and one-line errors
+if [ "$(nproc)" -ge 2 ]; then
+    if dev/cpu/core_to_core 2>&1 | grep -Eq '^round trip CPU 0 - CPU 1: [0-9]+\.[0-9] ns$' &&
+        dev/cpu/core_to_core 1 0 2>&1 | grep -Eq '^round trip CPU 1 - CPU 0: [0-9]+\.[0-9] ns$'; then
+        pass "dev/cpu/core_to_core: CPUs 0 and 1's round trip, either way"
+    else
+        fail "dev/cpu/core_to_core" "$(dev/cpu/core_to_core 2>&1 | head -n 2 | tr '\n' ' ')"
+    fi
+fi
+expect_error "core_to_core 0 0: one-line error" 1 'both 0' dev/cpu/core_to_core 0 0
+expect_error "core_to_core x 1: one-line error" 1 "'x' is not a CPU number" dev/cpu/core_to_core x 1
+expect_error "core_to_core 0 -1: one-line error" 1 "'-1' is not a CPU number" dev/cpu/core_to_core 0 -1
+expect_error "core_to_core 0 1000: one-line error" 1 'not available to this process' dev/cpu/core_to_core 0 1000
+expect_error "core_to_core 0 (one CPU): usage" 2 'give two CPU numbers or none' dev/cpu/core_to_core 0
 expect_error "bench.sh MODEL=d7: one-line error" 1 'MODEL=d7' env MODEL=d7 bash scripts/bench/bench.sh
 expect_error "bench.sh TORCH_BF16=yes: one-line error" 1 'TORCH_BF16=yes' env TORCH_BF16=yes bash scripts/bench/bench.sh
 expect_error "bench.sh TORCH_MODES=fast: one-line error" 1 "TORCH_MODES='fast'" env TORCH_MODES=fast bash scripts/bench/bench.sh
