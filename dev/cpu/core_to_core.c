@@ -8,7 +8,7 @@ before it writes), so a round trip is two transfers of the line between their ca
 
 Why it is here: the 2-vCPU Zen 4 VMs we measure on are moved by their host, within seconds,
 between two placements (docs/speed.md, "the two speeds are the vCPUs' placement"). Both vCPUs on one
-CCD (one L3): a round trip of 50-80 ns; on two CCDs: 300-350 ns. The T=64 bf16 step is about 15
+CCD (one L3): a round trip of 50-80 ns; on two CCDs: 300-380 ns. The T=64 bf16 step is about 15
 ms faster in the first (its threads read each other's results from the shared L3) except for
 AdamW, which streams memory through one CCD's link there and takes 63 ms instead of 38. So
 make bench prints this round trip beside each of our rows: a step time means little without it.

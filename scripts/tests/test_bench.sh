@@ -22,6 +22,8 @@ log=$(mktemp)
 genlog=$(mktemp)
 trap 'rm -f "$log" "$genlog"' EXIT
 ours_bf16=0 ours_recompute=0
+two_cpus=0  # CPUs 0 and 1 are this process's to run on (taskset), so bench.sh prints their round trip
+[ "$(python3 -c 'import os; print(int({0, 1} <= os.sched_getaffinity(0)))')" = 1 ] && two_cpus=1
 ./train_gpt2 -h 2>&1 | grep -q -- --precision && ours_bf16=1
 ./train_gpt2 -h 2>&1 | grep -q -- --recompute && ours_recompute=1
 
@@ -37,8 +39,8 @@ read_peaks() {
 }
 # check_row NAME PEAK_WORDS WARMUP: the RESULT row exists, its ms/step is the median of the step
 # times printed for it, which are those of steps WARMUP..WARMUP+2, tok/s, GFLOP/s and MFU (against
-# the peak of the row's precision) follow from it, RSS is plausible; with two CPUs or more, its line of
-# step times ends with CPUs 0 and 1's round trip.
+# the peak of the row's precision) follow from it, RSS is plausible; where CPUs 0 and 1 are ours, its
+# line of step times ends with their round trip.
 figures='([0-9]+) ms/step, ([0-9]+) tok/s, ([0-9.]+) GFLOP/s, MFU ([0-9.]+)% of the'
 check_row() {
     local name=$1 peak_words=$2 warmup=$3 line steps want
@@ -49,8 +51,8 @@ check_row() {
     local ms=${BASH_REMATCH[1]} toks=${BASH_REMATCH[2]} gflops=${BASH_REMATCH[3]} mfu=${BASH_REMATCH[4]} rss=${BASH_REMATCH[5]}
     local timed
     timed=$(grep -m 1 "^-- d6 B=1 T=16 round 1: $name ms of step: " "$log")
-    # with two CPUs or more, the line ends with CPUs 0 and 1's cache-line round trip before and after
-    if [ "$(nproc)" -ge 2 ] && ! [[ $timed =~ \ \(CPU\ 0-1\ round\ trip\ [0-9]+\.[0-9]\ ns\ before,\ [0-9]+\.[0-9]\ after\)$ ]]; then
+    # where CPUs 0 and 1 are ours, the line ends with their cache-line round trip before and after
+    if [ $two_cpus = 1 ] && ! [[ $timed =~ \ \(CPU\ 0-1\ round\ trip\ [0-9]+\.[0-9]\ ns\ before,\ [0-9]+\.[0-9]\ after\)$ ]]; then
         fail "bench.sh $run: row $name" "no CPU 0-1 round trip at the end of '$timed'"; return
     fi
     steps=$(printf '%s\n' "$timed" | sed 's/.*ms of step: //; s/ (CPU 0-1 round trip .*//')
@@ -203,7 +205,7 @@ check_ratio "best/best" "train_gpt2 fp32|train_gpt2 bf16" "PyTorch eager fp32|Py
 check_progress
 
 # dev/cpu/core_to_core, whose round trip the rows print: a figure, and one-line errors
-if [ "$(nproc)" -ge 2 ]; then
+if [ $two_cpus = 1 ]; then
     if dev/cpu/core_to_core 2>&1 | grep -Eq '^round trip CPU 0 - CPU 1: [0-9]+\.[0-9] ns$' &&
         dev/cpu/core_to_core 1 0 2>&1 | grep -Eq '^round trip CPU 1 - CPU 0: [0-9]+\.[0-9] ns$'; then
         pass "dev/cpu/core_to_core: CPUs 0 and 1's round trip, either way"
