@@ -21,8 +21,7 @@ No OpenMP: the threads must stay on the two CPUs asked for.
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include "llmc/utils.h"  // now_seconds
 
 enum { BATCHES = 7, ROUNDS = 20000 };
 
@@ -30,12 +29,6 @@ enum { BATCHES = 7, ROUNDS = 20000 };
 // thread is pinned (then 0, or -1 where it could not be), then the count of transfers.
 static _Alignas(64) _Atomic long turn = -2;
 static int cpu_b;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // Pins the calling thread to cpu; 0, or the error number.
 static int pin(int cpu) {
@@ -116,12 +109,12 @@ int main(int argc, char **argv) {
     double ns[BATCHES];
     long i = 0;
     for (int b = 0; b < BATCHES; b++) {
-        const double t0 = now_s();
+        const double t0 = now_seconds();
         for (int r = 0; r < ROUNDS; r++, i++) {
             atomic_store_explicit(&turn, 2 * i + 1, memory_order_release);
             while (atomic_load_explicit(&turn, memory_order_acquire) != 2 * i + 2) {}
         }
-        ns[b] = (now_s() - t0) / ROUNDS * 1e9;
+        ns[b] = (now_seconds() - t0) / ROUNDS * 1e9;
     }
     pthread_join(other, NULL);
     qsort(ns, BATCHES, sizeof ns[0], cmp_double);
