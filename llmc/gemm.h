@@ -646,6 +646,31 @@ static float *gemm_thread_buffer[GEMM_MAX_THREADS];
 #define GEMM_SHARED_A_WORDS (1 << 20)
 #endif
 static float *gemm_shared_a;
+// 1 if the threads that shared A drop their copies of each other's panels after a product
+// (gemm_flush_a_part): on AMD's CPUs with CLFLUSHOPT, whose L3 is per CCD, so that a team may
+// span two; Intel's L3 is one per socket. LLMC_FLUSH_SHARED_A=0|1 forces it (1 needs CLFLUSHOPT).
+// Serial code: the first call reads the environment.
+static int gemm_flush_shared_a_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        int amd = 0, has = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        amd = __builtin_cpu_is("amd");
+        has = __builtin_cpu_supports("clflushopt");
+#endif
+        enabled = env_flag("LLMC_FLUSH_SHARED_A", amd && has, "the threads keep their copies of each other's packed A", NULL);
+        if (enabled && !has) { die("LLMC_FLUSH_SHARED_A=1: this CPU has no CLFLUSHOPT"); }
+    }
+    return enabled;
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+// Drops the cache lines of [p, p + words) from every cache (gemm_flush_a_part).
+__attribute__((target("clflushopt"))) static void gemm_flush_lines(const float *p, size_t words) {
+    const uintptr_t end = (uintptr_t)(p + words);
+    for (uintptr_t line = (uintptr_t)p & ~(uintptr_t)63; line < end; line += 64) { __builtin_ia32_clflushopt((void *)line); }
+}
+#endif
 // A thread's own rows of A packed once for all its B blocks (see the top of this file): the
 // same size. On AMX (1024-column blocks) T=1024's products with N = 2304 and 3072 (qkv and fc
 // forward, fc proj's input and weight gradients) packed their A three times: packed once, their
@@ -775,20 +800,51 @@ static size_t gemm_packed_b_words(int K, int N) {
     return gemm_packed_b_offset(g, N, gemm_k_units(g, K), 0, 0);
 }
 
+// Thread `part` of `parts` packs its share of the MR-row panels of rows [m0, m1) of A: rows
+// [*r0, *r1) of them, counted from m0. Returns m1 - m0 rounded up to MR.
+static int gemm_a_part(const gemm_kernel *g, int part, int parts, int m0, int m1, int *r0, int *r1) {
+    const int panels = (m1 - m0 + g->mr - 1) / g->mr;
+    *r0 = panels * part / parts * g->mr;
+    *r1 = gemm_min(m1 - m0, panels * (part + 1) / parts * g->mr);
+    return panels * g->mr;
+}
+
 // Rows [m0, m1) of A, all of K, packed as the k blocks of gemm_rectangle one after the other:
 // the block of units [pu, pu + ku) holds its MR-row panels from dst + rows * gemm_panel_words(pu),
 // rows = m1 - m0 rounded up to MR. Thread `part` of `parts` packs its share of the panels.
 static void gemm_pack_a_all(const gemm_kernel *g, int part, int parts, int m0, int m1, int K, const float *a,
                             ptrdiff_t rs_a, ptrdiff_t cs_a, float *dst) {
     const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
-    const int panels = (m1 - m0 + g->mr - 1) / g->mr, rows = panels * g->mr;
-    const int r0 = panels * part / parts * g->mr, r1 = gemm_min(m1 - m0, panels * (part + 1) / parts * g->mr);
+    int r0, r1;
+    const int rows = gemm_a_part(g, part, parts, m0, m1, &r0, &r1);
     for (int pu = 0; pu < Ku && r0 < r1; pu += ku_max) {
         const int ku = gemm_min(ku_max, Ku - pu), pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);
         float *block = dst + (size_t)rows * gemm_panel_words(g, pu);
         g->pack_a(r1 - r0, kc, a + (m0 + r0) * rs_a + pc * cs_a, rs_a, cs_a,
                          block + (size_t)r0 * gemm_panel_words(g, ku));
     }
+}
+
+// Drops every cache's copy of part `part`'s share of gemm_pack_a_all's panels (dst as there),
+// writing back what is dirty. Where the team spans two L3s (AMD's CCDs), a thread that read the
+// other's panels holds copies of them, and the other's next packing into the same buffer would
+// wait, line by line, for those copies to be invalidated from the far L3. Measured on a Zen 4 VM
+// whose two vCPUs the host puts on one CCD or two (docs/speed.md, 2026-11-29, tenth session): on
+// two L3s, packing A in the shared-A products took 2.6-4.5x as long as on one, and the products
+// of the T=64 bf16 step 8-10 ms less with the flush (482 against 491 ms); on one L3 within 1 ms.
+static void gemm_flush_a_part(const gemm_kernel *g, int part, int parts, int m0, int m1, int K, float *dst) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    const int Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    int r0, r1;
+    const int rows = gemm_a_part(g, part, parts, m0, m1, &r0, &r1);
+    for (int pu = 0; pu < Ku && r0 < r1; pu += ku_max) {
+        const int ku = gemm_min(ku_max, Ku - pu);
+        const float *block = dst + (size_t)rows * gemm_panel_words(g, pu);
+        gemm_flush_lines(block + (size_t)r0 * gemm_panel_words(g, ku), (size_t)(r1 - r0) * gemm_panel_words(g, ku));
+    }
+#else
+    (void)g, (void)part, (void)parts, (void)m0, (void)m1, (void)K, (void)dst;
+#endif
 }
 
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
@@ -917,8 +973,9 @@ static void gemm_barrier(void) {
 
 // Thread tid of a tm x tn grid over C (M, N): its rectangle. With share_a, it first packs its
 // part of its grid row's rows of A into gemm_shared_a (at row m0: the rows of a grid row are
-// whole panels, so each grid row's blocks lie apart), and waits there for the whole team.
-static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share_a, int M, int N, int K, const float *a,
+// whole panels, so each grid row's blocks lie apart), and waits there for the whole team; with
+// flush_a too, once done it drops the caches' copies of the other parts (gemm_flush_a_part).
+static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share_a, int flush_a, int M, int N, int K, const float *a,
                         ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
                         const float *bpacked, float *c,
                         ptrdiff_t ldc, const gemm_epilogue *ep) {
@@ -943,6 +1000,12 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
     }
     gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, N, c, ldc, ep, gemm_thread_buffer[tid],
                    apacked, nc);
+    if (share_a && flush_a) {
+        float *group = gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K));
+        for (int part = 0; part < tn; part++) {
+            if (part != tj) { gemm_flush_a_part(g, part, tn, m0, m1, K, group); }
+        }
+    }
 }
 
 // C (M, N) = epilogue(A (M, K) . B (K, N)), see the top of this file; ep may be NULL (C = A.B).
@@ -967,18 +1030,19 @@ static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdif
     // the largest rectangle of the grid, and the whole of C (a team of one, below): packs A once?
     const int rows_max = ((M + g->mr - 1) / g->mr + tm - 1) / tm * g->mr, cols_max = ((N + g->nr - 1) / g->nr + tn - 1) / tn * g->nr;
     gemm_buffers(tm * tn, gemm_a_once(g, 0, rows_max, 0, cols_max, K) || gemm_a_once(g, 0, M, 0, N, K));
+    const int flush_a = gemm_flush_shared_a_enabled();
     #pragma omp parallel num_threads(tm * tn)
     {
 #ifdef _OPENMP
         // A team smaller than asked for (a thread limit) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
-            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), M, N, K, a,
-                                                    rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
+            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), flush_a, M, N,
+                                                    K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
         } else if (omp_get_thread_num() == 0) {
-            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
+            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
         }
 #else
-        gemm_thread(g, 0, tm, tn, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep);
+        gemm_thread(g, 0, tm, tn, 0, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep);
 #endif
     }
 }

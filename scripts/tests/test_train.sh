@@ -302,6 +302,22 @@ else
     expect_error "LLMC_SOFT_PREFETCH=2 refused" 1 "^error: LLMC_SOFT_PREFETCH=2: expected 0 .* or 1$" \
         env LLMC_SOFT_PREFETCH=2 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1
 
+    # --- the threads' copies of each other's packed A dropped after a product (gemm.h's
+    # gemm_flush_shared_a_enabled: on AMD's CPUs by default) change the speed only
+    if grep -qw clflushopt /proc/cpuinfo; then
+        for fl in 0 1; do LLMC_FLUSH_SHARED_A=$fl recompute_run ./train_gpt2 bf16 0 "$tmp/flush_$fl"; done
+        if [ "$(grep -c ' trl:' "$tmp/flush_0/main.log")" -eq 10 ] && same_run "$tmp/flush_0" "$tmp/flush_1"; then
+            pass "LLMC_FLUSH_SHARED_A=0 and =1 bit-identical over 10 bf16 steps (checkpoints, losses, samples)"
+        else
+            fail "LLMC_FLUSH_SHARED_A=0 and =1 bit-identical" "$(tail -n 1 "$tmp/flush_1.out")"
+        fi
+    else
+        expect_error "LLMC_FLUSH_SHARED_A=1 refused without CLFLUSHOPT" 1 "^error: LLMC_FLUSH_SHARED_A=1: this CPU has no CLFLUSHOPT$" \
+            env LLMC_FLUSH_SHARED_A=1 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1
+    fi
+    expect_error "LLMC_FLUSH_SHARED_A=2 refused" 1 "^error: LLMC_FLUSH_SHARED_A=2: expected 0 .* or 1$" \
+        env LLMC_FLUSH_SHARED_A=2 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1
+
     # --- the arena in transparent huge pages (utils.h's arena_alloc_or_die marks it MADV_HUGEPAGE):
     # where the kernel backs only marked regions ("madvise") and backs a marked mapping of this
     # process's, a running trainer's memory holds huge pages; without the mark (a mutant), none.
