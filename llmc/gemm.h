@@ -39,7 +39,8 @@ thread, and each thread runs the loops above on its rectangle with its own packi
 When M is split, each thread packs all of B; when N is split, the threads of a grid row need
 the same rows of A: where all of them packed fit gemm_shared_a, they pack them once together
 (all of K, a share of the panels each) and meet at one barrier, otherwise each packs all of
-A itself. The grid minimizes the busiest thread's flops plus packing, which keeps the threads
+A itself; on AMD's CPUs, once done, each drops the caches' copies of the others' panels
+(gemm_flush_a_part: where the team spans two L3s, the next packing would wait for them). The grid minimizes the busiest thread's flops plus packing, which keeps the threads
 equally loaded and duplicates the cheaper operand. A thread whose rectangle spans more than one
 B block (nc columns) would pack its rows of A again for each: where they fit gemm_thread_a, it
 packs them once, all of K, before its first block (GEMM_PACK_A_ONCE). The k order of every sum
