@@ -40,8 +40,9 @@ When M is split, each thread packs all of B; when N is split, the threads of a g
 the same rows of A: where all of them packed fit gemm_shared_a, they pack them once together
 (all of K, a share of the panels each) and meet at one barrier, otherwise each packs all of
 A itself; on AMD's CPUs, once done, each drops the caches' copies of the others' panels
-(gemm_flush_a_part: where the team spans two L3s, the next packing would wait for them). The grid minimizes the busiest thread's flops plus packing, which keeps the threads
-equally loaded and duplicates the cheaper operand. A thread whose rectangle spans more than one
+(gemm_flush_a_part: where the team spans two L3s, the next packing would wait for them). The
+grid minimizes the busiest thread's flops plus packing, which keeps the threads equally loaded
+and duplicates the cheaper operand. A thread whose rectangle spans more than one
 B block (nc columns) would pack its rows of A again for each: where they fit gemm_thread_a, it
 packs them once, all of K, before its first block (GEMM_PACK_A_ONCE). The k order of every sum
 is fixed by K alone, so the results are bit-identical for any thread count.
@@ -833,6 +834,7 @@ static void gemm_pack_a_all(const gemm_kernel *g, int part, int parts, int m0, i
 // whose two vCPUs the host puts on one CCD or two (docs/speed.md, 2026-11-29, tenth session): on
 // two L3s, packing A in the shared-A products took 2.6-4.5x as long as on one, and the products
 // of the T=64 bf16 step 8-10 ms less with the flush (482 against 491 ms); on one L3 within 1 ms.
+// No barrier first: where the owner is still reading its panels, it reads them from memory.
 static void gemm_flush_a_part(const gemm_kernel *g, int part, int parts, int m0, int m1, int K, float *dst) {
 #if defined(__x86_64__) && defined(__GNUC__)
     const int Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
