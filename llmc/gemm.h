@@ -67,6 +67,9 @@ inside a parallel region (where two teams' thread 0 would share one): call it fr
 #include "gemm_kernel_bf16.h"
 #include "precision.h"
 #include "utils.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>  // gemm_flush_shared_a_enabled
+#endif
 
 // Cache blocking, in elements: GEMM_KC x GEMM_NR of B (the b panel) stays in L1 while a
 // panels stream past it, GEMM_MC x GEMM_KC of A fits L2, GEMM_KC x GEMM_NC of B fits a thread's
@@ -659,7 +662,8 @@ static int gemm_flush_shared_a_enabled(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
         __builtin_cpu_init();
         amd = __builtin_cpu_is("amd");
-        has = __builtin_cpu_supports("clflushopt");
+        unsigned eax, ebx, ecx, edx;  // CLFLUSHOPT: CPUID leaf 7, EBX bit 23 (clang's cpu_supports lacks it)
+        has = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && ((ebx >> 23) & 1);
 #endif
         enabled = env_flag("LLMC_FLUSH_SHARED_A", amd && has, "the threads keep their copies of each other's packed A", NULL);
         if (enabled && !has) { die("LLMC_FLUSH_SHARED_A=1: this CPU has no CLFLUSHOPT"); }
@@ -1045,6 +1049,7 @@ static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdif
             GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
         }
 #else
+        (void)flush_a;  // one thread: nothing shared
         gemm_thread(g, 0, tm, tn, 0, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep);
 #endif
     }
