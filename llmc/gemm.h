@@ -995,8 +995,8 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
     if (g->thread_init != NULL) { g->thread_init(); }
     const float *apacked = NULL;
     int nc = g->nc;
+    float *group = share_a ? gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K)) : NULL;
     if (share_a) {
-        float *group = gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K));
         GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, tj, tn, m0, m1, K, a, rs_a, cs_a, group));
         GEMM_PHASE(GEMM_PHASE_WAIT, gemm_barrier());
         apacked = group;
@@ -1008,7 +1008,6 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
     gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, N, c, ldc, ep, gemm_thread_buffer[tid],
                    apacked, nc);
     if (share_a && flush_a) {
-        float *group = gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K));
         for (int part = 0; part < tn; part++) {
             if (part != tj) { gemm_flush_a_part(g, part, tn, m0, m1, K, group); }
         }
