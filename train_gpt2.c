@@ -598,6 +598,10 @@ static void log_hellaswag(Run *run, int step) {
 // The validation loss, HellaSwag and a sample, each when due at this step boundary.
 static void evaluate(Run *run, int step, int last_step) {
     const TrainArgs *a = &run->args;
+    if (due(a->val_every, step, last_step, 1) || due(a->eval_every, step, last_step, 0) ||
+        due(a->sample_every, step, last_step, 0)) {
+        gpt2_update_finish(&run->model);  // the last step's update, if the next forward pass was to run it
+    }
     if (due(a->val_every, step, last_step, 1)) { log_validation_loss(run, step); }
     if (due(a->eval_every, step, last_step, 0)) { log_hellaswag(run, step); }
     if (zero.rank == 0 && due(a->sample_every, step, last_step, 0)) {
@@ -621,6 +625,7 @@ static void write_checkpoint(Run *run, int step) {
     checkpoint_paths(run->args.output_dir, step, model_path, state_path);
     run->state.step = step;
     run->state.data = run->train_loader.pos;
+    gpt2_update_finish(&run->model);
     size_t kill_after = step == run->faults.kill_checkpoint_step ? run->model.num_parameters * 2 : 0;
     if (zero.rank == 0) { write_model_checkpoint(&run->model, model_path, kill_after); }
     zero_write_state_checkpoint(&run->opt, &run->model, &run->state, state_path);  // rank 0 writes
@@ -725,6 +730,7 @@ static void train(Run *run) {
         if (step == first_step + 1) { perf_enable_events(); }
         train_step(run, step);
     }
+    gpt2_update_finish(&run->model);
 }
 
 // The log closed, the peak memory printed, everything freed.

@@ -53,7 +53,8 @@ threads (or by gemm_init), with two threads or more one shared buffer for A of 4
 from the first call that packs A once per thread (AMX at T=1024), one such buffer per thread,
 all kept until the process exits: calls after the first allocate nothing.
 The buffers are per translation unit (static) and per thread number, so gemm refuses to run
-inside a parallel region (where two teams' thread 0 would share one): call it from serial code.
+inside a parallel region (where two teams' thread 0 would share one): call it from serial code,
+or from thread 0 of a region whose threads run their own regions on one thread each.
 */
 #pragma once
 
@@ -1025,7 +1026,10 @@ static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdif
                      const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, const float *bpacked, float *c, ptrdiff_t ldc,
                      const gemm_epilogue *ep) {
 #ifdef _OPENMP
-    if (omp_in_parallel()) { die("gemm: called inside a parallel region (its packing buffers are per thread number): call it from serial code"); }
+    // a parallel region's thread 0 may call it when its own teams are of one thread (gpt2.h's forward beside AdamW)
+    if (omp_in_parallel() && (omp_get_thread_num() != 0 || omp_get_max_threads() > 1)) {
+        die("gemm: called inside a parallel region (its packing buffers are per thread number): call it from serial code");
+    }
 #endif
     if (M <= 0 || N <= 0) { return; }
     const gemm_kernel *g = gemm_kernel_current();

@@ -17,6 +17,7 @@ vocab, maxT the longest sequence. A "row" is one (b, t) position: N = B*T rows.
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -187,6 +188,16 @@ typedef struct {
     gemm_final_hook hook; // grad_norm_final_run, for the weight gradients' products while armed
 } GradNormSums;
 
+// The arguments of an AdamW step not yet run (see "AdamW beside the next forward pass").
+typedef struct {
+    int active;
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int t;
+    int zero_grads;     // gpt2_zero_grad came before the update ran: its zeroing is still to do
+    double block_ms;    // the last block thread 0 ran on its own beside the update (a guess before), ms
+    uint64_t *rows;     // bit r: wte's row r is read by the encoder (the batch's tokens)
+} PendingUpdate;
+
 typedef struct {
     GPT2Config config;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
@@ -222,6 +233,7 @@ typedef struct {
     void (*backward_hook)(void *ctx, int final_from);
     void *backward_hook_ctx;
     GradNormSums norm;  // the gradient norm's sums, started as the backward pass finishes gradients
+    PendingUpdate pending;  // an AdamW step handed to the next training forward pass (gpt2_update_defer)
 } GPT2;
 
 static void grad_norm_progress(GPT2 *model, int final_from);
@@ -478,6 +490,8 @@ static void grad_norm_sums_free(GradNormSums *g) {
 
 static void gpt2_free(GPT2 *model) {
     grad_norm_sums_free(&model->norm);
+    free(model->pending.rows);
+    model->pending.rows = NULL;
     free(model->arena);
     model->arena = NULL;
     free(model->params_bf16);
@@ -804,11 +818,184 @@ static void forward_final_layernorm(GPT2 *model, int B, int T) {
             {"lnf_mean", acts->lnf_mean, N, 1}, {"lnf_rstd", acts->lnf_rstd, N, 1}, {"lnf", acts->lnf, N, C});
 }
 
-// Everything up to the final LayerNorm (acts.lnf).
+// The gradients that the next backward pass adds to rather than writes (PARAMETER_GRAD_OVERWRITTEN's
+// others), and the alignment gaps between tensors, set to zero.
+static void zero_grads_not_overwritten(GPT2 *model) {
+    float *const *grads = (float *const *)&model->grads;
+    float *from = model->grads_memory;  // the start of what is left to zero
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        if (!PARAMETER_GRAD_OVERWRITTEN[i]) { continue; }
+        zero_floats(from, (size_t)(grads[i] - from));
+        from = grads[i] + model->param_sizes[i];
+    }
+    zero_floats(from, (size_t)(model->grads_memory + model->params_span - from));
+}
+
+// ----------------------------------------------------------------------------
+// AdamW beside the next forward pass
+//
+// AdamW is a pass over memory (30 bytes a parameter), and on a Zen 4 VM one thread of it moved
+// about as many bytes a second as two (2026-11-29: a pass reading 2 GB took 57 ms on one thread,
+// 53 on two): while it runs, the second core could compute. So train_gpt2 hands a step's update
+// to the next training forward pass (gpt2_update_defer). There thread 1 updates the parameters in
+// the order the pass reads them (stage 0: wpe and the rows of wte the batch's tokens pick; stage
+// 1 + l: block l's; the last: lnf's and the rest of wte) while thread 0 runs the encoder and the
+// first blocks on its own, each once its stage is done. When what is left of the update would
+// take less than half a block of thread 0's, thread 0 stops after its block; the rest of the
+// update runs on every thread, then the rest of the forward pass. Every parameter gets the same
+// arithmetic whichever thread updates it, and every kernel gives the same bits on any number of
+// threads: the results are those of the update run at once (test_train.sh checks it). Whatever
+// else reads the parameters, m or v calls gpt2_update_finish first (gpt2_forward does).
+
+// On by default with exactly two threads on AMD's CPUs (where it was measured);
+// LLMC_OVERLAP_UPDATE=0|1 forces it (with more threads, two then run the overlap). Serial code.
+static int update_overlap_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        int amd = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        amd = __builtin_cpu_is("amd");
+#endif
+        enabled = env_flag("LLMC_OVERLAP_UPDATE", amd && omp_get_max_threads() == 2,
+                           "AdamW runs after the backward pass, on every thread", "beside the next forward pass");
+        if (omp_get_max_threads() < 2) { enabled = 0; }
+    }
+    return enabled;
+}
+
+// AdamW (the pending step's arguments) on n parameters of tensor i from its element lo, with the
+// bf16 copy where there is one; then n added to *progress where it is not NULL.
+static void update_tensor_part(GPT2 *model, int i, size_t lo, size_t n, atomic_llong *progress) {
+    const PendingUpdate *u = &model->pending;
+    const size_t a = (size_t)(((float **)&model->params)[i] - model->params_memory) + lo;
+    adamw_update_ex(model->params_memory + a, model->params_bf16 != NULL ? model->params_bf16 + a : NULL,
+                    gemm_flushes_bf16_denormals(), model->grads_memory + a, model->m_memory + a, model->v_memory + a, n,
+                    u->lr, u->beta1, u->beta2, u->eps, PARAMETER_DECAYS[i] ? u->weight_decay : 0.0f, u->grad_scale, u->t);
+    if (progress != NULL) { atomic_fetch_add(progress, (long long)n); }
+}
+
+static int wte_row_marked(const PendingUpdate *u, int r) { return (int)((u->rows[r / 64] >> (r % 64)) & 1); }
+
+// The rows of wte that are marked (marked = 1) or not (0), in runs of neighbours of at most
+// 1024 rows (a few ms on one thread, the step by which thread 0 sees the update's progress).
+static void update_wte_rows(GPT2 *model, int marked, atomic_llong *progress) {
+    const int Vp = model->config.padded_vocab_size;
+    const size_t C = (size_t)model->config.channels;
+    for (int r = 0; r < Vp;) {
+        int e = r;
+        while (e < Vp && e - r < 1024 && wte_row_marked(&model->pending, e) == marked) { e++; }
+        if (e > r) { update_tensor_part(model, 0, r * C, (size_t)(e - r) * C, progress); }
+        r = e > r ? e : r + 1;  // row r is not of this kind
+    }
+}
+
+// Stage s (0 .. L + 1) of the pending update, each part's parameters added to *progress where
+// it is not NULL; its parameter count where update is 0.
+static size_t update_stage(GPT2 *model, int s, int update, atomic_llong *progress) {
+    const int L = model->config.num_layers, C = model->config.channels, Vp = model->config.padded_vocab_size;
+    size_t n = 0;
+    if (s == 0 || s == L + 1) {
+        int rows = 0;
+        for (int r = 0; r < Vp; r++) { rows += wte_row_marked(&model->pending, r); }
+        n = (size_t)(s == 0 ? rows : Vp - rows) * C;
+        if (s == 0) { n += model->param_sizes[1]; }
+        if (s == L + 1) { n += model->param_sizes[14] + model->param_sizes[15]; }
+        if (update && s == 0) { update_tensor_part(model, 1, 0, model->param_sizes[1], progress); }  // wpe
+        if (update && s == L + 1) {
+            update_tensor_part(model, 14, 0, model->param_sizes[14], progress);  // lnfw, lnfb
+            update_tensor_part(model, 15, 0, model->param_sizes[15], progress);
+        }
+        if (update) { update_wte_rows(model, s == 0, progress); }
+        return n;
+    }
+    for (int i = 2; i <= 13; i++) {  // ln1w .. fcprojb: block s - 1's part of each
+        const size_t part = model->param_sizes[i] / L;
+        if (update) { update_tensor_part(model, i, (size_t)(s - 1) * part, part, progress); }
+        n += part;
+    }
+    return n;
+}
+
+// The end of a pending update: the stages from `from` on, on every thread, then the zeroing
+// gpt2_zero_grad left.
+static void update_finish_from(GPT2 *model, int from) {
+    PendingUpdate *u = &model->pending;
+    for (int s = from; s < model->config.num_layers + 2; s++) { update_stage(model, s, 1, NULL); }
+    model->params_bf16_current = model->params_bf16 != NULL;
+    u->active = 0;
+    if (u->zero_grads) { zero_grads_not_overwritten(model); }
+    u->zero_grads = 0;
+}
+
+// Runs a pending update now, if there is one (serial code).
+static void gpt2_update_finish(GPT2 *model) {
+    if (!model->pending.active) { return; }
+    memset(model->pending.rows, 0, ((size_t)model->config.padded_vocab_size + 63) / 64 * sizeof(uint64_t));
+    update_finish_from(model, 0);
+}
+
+// The pending update beside the encoder and the first blocks of the forward pass over inputs
+// (B, T), as above. Returns how much of the pass it ran: 0 nothing, 1 the encoder, 1 + k the
+// encoder and blocks 0 .. k-1.
+static int forward_beside_update(GPT2 *model, const int *inputs, int B, int T) {
+    PendingUpdate *u = &model->pending;
+    const int L = model->config.num_layers, N = B * T, stages = L + 2;
+    check_tokens(model, inputs, N, "input");
+    memset(u->rows, 0, ((size_t)model->config.padded_vocab_size + 63) / 64 * sizeof(uint64_t));
+    for (int i = 0; i < N; i++) { u->rows[inputs[i] / 64] |= (uint64_t)1 << (inputs[i] % 64); }
+    double total = 0;  // parameters
+    for (int s = 0; s < stages; s++) { total += (double)update_stage(model, s, 0, NULL); }
+    model->params_bf16_current = model->params_bf16 != NULL;  // each stage writes its part of the copy
+    atomic_int done = 0, stop = 0;  // stages done; thread 0 has left
+    atomic_llong updated = 0;       // parameters done
+    int ran = 0;
+    const double t0 = now_seconds();
+    #pragma omp parallel num_threads(2)
+    {
+        omp_set_num_threads(1);  // the kernels each thread calls run on that thread alone
+        if (omp_get_num_threads() < 2) {  // a thread limit: the update then runs after
+            atomic_store(&stop, 1);
+        } else if (omp_get_thread_num() == 1) {
+            for (int s = 0; s < stages && !atomic_load(&stop); s++) {
+                update_stage(model, s, 1, &updated);
+                atomic_store(&done, s + 1);
+            }
+        } else if (omp_get_thread_num() == 0) {
+            while (atomic_load(&done) < 1) {}
+            fwd_lap(model, PROF_ADAMW);
+            forward_encoder(model, inputs, B, T);
+            ran = 1;
+            for (int l = 0; l < L; l++) {
+                const double n = (double)atomic_load(&updated);
+                const double left_ms = (now_seconds() - t0) * 1e3 * (total - n) / n;
+                if (atomic_load(&done) == stages || left_ms < 0.5 * u->block_ms) { break; }
+                while (atomic_load(&done) < l + 2) {}
+                fwd_lap(model, PROF_ADAMW);
+                const double b0 = now_seconds();
+                block_forward(model, l, B, T, 0);
+                u->block_ms = (now_seconds() - b0) * 1e3;
+                ran = 2 + l;
+            }
+            atomic_store(&stop, 1);
+        }
+    }
+    update_finish_from(model, atomic_load(&done));
+    fwd_lap(model, PROF_ADAMW);
+    return ran;
+}
+
+// Everything up to the final LayerNorm (acts.lnf); in training, beside a pending update.
 static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
     gpt2_bf16_weights_ready(model);
-    forward_encoder(model, inputs, B, T);
-    for (int l = 0; l < model->config.num_layers; l++) { block_forward(model, l, B, T, 0); }
+    const int ran = model->pending.active ? forward_beside_update(model, inputs, B, T) : 0;
+    if (ran == 0) { forward_encoder(model, inputs, B, T); }
+    for (int l = ran > 0 ? ran - 1 : 0; l < model->config.num_layers; l++) {
+        const double t0 = now_seconds();
+        block_forward(model, l, B, T, 0);
+        // before any block ran beside an update: twice a block on every thread (of two) as its guess
+        if (model->pending.block_ms == 0) { model->pending.block_ms = 2e3 * (now_seconds() - t0); }
+    }
     forward_final_layernorm(model, B, T);
 }
 
@@ -853,6 +1040,7 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
 // loss; without (NULL), -1, and the logits of any row can be had from gpt2_logits.
 // Touches no gradient: this is the pass for evaluation and sampling.
 static float gpt2_forward(GPT2 *model, const int *inputs, const int *targets, int B, int T) {
+    gpt2_update_finish(model);
     gpt2_forward_to_lnf(model, inputs, B, T);
     if (targets == NULL) {
         model->mean_loss = -1.0f;
@@ -912,15 +1100,13 @@ static float gpt2_forward_backward(GPT2 *model, const int *inputs, const int *ta
 // tensors of PARAMETER_GRAD_OVERWRITTEN, so only the others and the alignment gaps between
 // tensors (which the gradient norm and the MPI sums read) are zeroed here, not the whole
 // gradient array again.
+// A pending update (gpt2_update_defer) still reads the gradients: then the zeroing waits for it.
 static void gpt2_zero_grad(GPT2 *model) {
-    float *const *grads = (float *const *)&model->grads;
-    float *from = model->grads_memory;  // the start of what is left to zero
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        if (!PARAMETER_GRAD_OVERWRITTEN[i]) { continue; }
-        zero_floats(from, (size_t)(grads[i] - from));
-        from = grads[i] + model->param_sizes[i];
+    if (model->pending.active) {
+        model->pending.zero_grads = 1;
+    } else {
+        zero_grads_not_overwritten(model);
     }
-    zero_floats(from, (size_t)(model->grads_memory + model->params_span - from));
     model->grads_overwrite = 1;
     fwd_lap(model, PROF_ZEROING);
 }
@@ -1076,4 +1262,23 @@ static void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, float e
                         float grad_scale, int t) {
     gpt2_update_range(model, 0, model->params_span, model->m_memory, model->v_memory, lr, beta1, beta2, eps,
                       weight_decay, grad_scale, t);
+}
+
+// gpt2_update, run by the next training forward pass beside its first blocks where that is on
+// (update_overlap_enabled), else now. The caller runs gpt2_update_finish before anything else
+// reads the parameters, m or v (a checkpoint; gpt2_forward does it itself).
+static void gpt2_update_defer(GPT2 *model, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t) {
+    if (!update_overlap_enabled()) {
+        gpt2_update(model, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+        return;
+    }
+    PendingUpdate *u = &model->pending;
+    if (u->rows == NULL) {
+        u->rows = calloc(((size_t)model->config.padded_vocab_size + 63) / 64, sizeof(uint64_t));
+        if (u->rows == NULL) { die("out of memory for the update's rows of wte"); }
+    }
+    u->lr = lr, u->beta1 = beta1, u->beta2 = beta2, u->eps = eps, u->weight_decay = weight_decay;
+    u->grad_scale = grad_scale, u->t = t;
+    u->active = 1;
 }

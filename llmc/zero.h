@@ -139,11 +139,13 @@ static float zero_grad_norm(const ZeroOptimizer *opt, GPT2 *model) {
     return (float)sqrt(ss);
 }
 
-// One AdamW step: all of it (stage 0), or this rank's shard and then the all-gather (stage 1).
+// One AdamW step: all of it (stage 0: where gpt2_update_defer says so, run by the next training
+// forward pass; the caller runs gpt2_update_finish before it reads the parameters, m or v), or
+// this rank's shard and then the all-gather (stage 1).
 static void zero_update(const ZeroOptimizer *opt, GPT2 *model, float lr, float beta1, float beta2, float eps,
                         float weight_decay, float grad_scale, int t) {
     if (opt->stage == 0) {
-        gpt2_update(model, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+        gpt2_update_defer(model, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
         return;
     }
     gpt2_update_range(model, opt->shard_offset, opt->shard_offset + opt->shard_count, model->m_memory,

@@ -318,6 +318,32 @@ else
     expect_error "LLMC_FLUSH_SHARED_A=2 refused" 1 "^error: LLMC_FLUSH_SHARED_A=2: expected 0 .* or 1$" \
         env LLMC_FLUSH_SHARED_A=2 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1
 
+    # --- AdamW's step run by the next forward pass, beside its first blocks (gpt2.h's
+    # gpt2_update_defer: on AMD's CPUs with two threads by default) changes the speed only, also
+    # where validation, samples and checkpoints come between the steps and with two accumulated
+    # micro-batches a step (the zeroing of the gradients waits for the update)
+    for precision in fp32 bf16; do
+        for ov in 0 1; do OMP_NUM_THREADS=2 LLMC_OVERLAP_UPDATE=$ov recompute_run ./train_gpt2 $precision 0 "$tmp/ov${ov}_$precision"; done
+        if [ "$(grep -c ' trl:' "$tmp/ov0_$precision/main.log")" -eq 10 ] && same_run "$tmp/ov0_$precision" "$tmp/ov1_$precision"; then
+            pass "LLMC_OVERLAP_UPDATE=0 and =1 bit-identical over 10 $precision steps (checkpoints, losses, samples)"
+        else
+            fail "LLMC_OVERLAP_UPDATE=0 and =1 bit-identical, $precision" "$(tail -n 1 "$tmp/ov1_$precision.out")"
+        fi
+    done
+    for ov in 0 1; do
+        OMP_NUM_THREADS=2 LLMC_OVERLAP_UPDATE=$ov ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" \
+            -b 4 -t 32 -d 256 -x 6 -v 3 -m 2 -s 0 -n 6 -o "$tmp/ova$ov" > "$tmp/ova$ov.out" 2>&1
+    done
+    if grep -q '2 accumulation steps' "$tmp/ova1.out" && cmp -s "$tmp/ova0/model_00000006.bin" "$tmp/ova1/model_00000006.bin" &&
+        cmp -s "$tmp/ova0/state_00000006.bin" "$tmp/ova1/state_00000006.bin" &&
+        diff <(sed 's/ ms:.*//' "$tmp/ova0/main.log") <(sed 's/ ms:.*//' "$tmp/ova1/main.log") > /dev/null; then
+        pass "LLMC_OVERLAP_UPDATE=0 and =1 bit-identical with 2 accumulated micro-batches a step"
+    else
+        fail "LLMC_OVERLAP_UPDATE with accumulation" "$(grep -m1 'accumulation\|error' "$tmp/ova1.out")"
+    fi
+    expect_error "LLMC_OVERLAP_UPDATE=2 refused" 1 "^error: LLMC_OVERLAP_UPDATE=2: expected 0 .* or 1 .*$" \
+        env OMP_NUM_THREADS=2 LLMC_OVERLAP_UPDATE=2 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 2
+
     # --- the arena in transparent huge pages (utils.h's arena_alloc_or_die marks it MADV_HUGEPAGE):
     # where the kernel backs only marked regions ("madvise") and backs a marked mapping of this
     # process's, a running trainer's memory holds huge pages; without the mark (a mutant), none.
