@@ -194,7 +194,8 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
     int t;
     int zero_grads;     // gpt2_zero_grad came before the update ran: its zeroing is still to do
-    double block_ms;    // the last block thread 0 ran on its own beside the update (a guess before), ms
+    double half_ms[2];  // the last attention and MLP half of a block that thread 0 ran on its own
+                        // beside the update (a guess before), ms
     uint64_t *rows;     // bit r: wte's row r is read by the encoder (the batch's tokens)
 } PendingUpdate;
 
@@ -708,10 +709,11 @@ typedef struct {
 #define FORWARD(kind, call, ...) RUN_KERNEL(FWD, kind, call, __VA_ARGS__)
 #define BACKWARD(kind, call, ...) RUN_KERNEL(BWD, kind, call, __VA_ARGS__)
 
-// recomputing: the backward's re-run (with recompute), which stops before the MLP
-// projection: residual3, the next layer's input, was kept by the forward pass. Its
+// A block's forward pass is two halves: attention (block_forward_attention), then the MLP
+// (block_forward_mlp). recomputing: the backward's re-run (with recompute), which stops before
+// the MLP projection: residual3, the next layer's input, was kept by the forward pass. Its
 // time counts as forward time in --profile.
-static void block_forward(GPT2 *model, int layer, int B, int T, int recomputing) {
+static void block_forward_attention(GPT2 *model, int layer, int B, int T) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
     LayerTensors w = layer_tensors(&model->params, cfg, layer);
@@ -726,6 +728,14 @@ static void block_forward(GPT2 *model, int layer, int B, int T, int recomputing)
     FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, a.atty, w.attprojw, gpt2_w16(model, w.attprojw), w.attprojb,
                                                  N, C, C),
             {"residual2", a.residual2, N, C});
+}
+
+static void block_forward_mlp(GPT2 *model, int layer, int B, int T, int recomputing) {
+    const GPT2Config *cfg = &model->config;
+    const int N = B * T, C = cfg->channels;
+    LayerTensors w = layer_tensors(&model->params, cfg, layer);
+    LayerActivations a = layer_activations(model, layer, B, T);
+    ActivationTensors *s = &model->acts;
 
     FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C),
             {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", s->ln, N, C});
@@ -736,6 +746,20 @@ static void block_forward(GPT2 *model, int layer, int B, int T, int recomputing)
             matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, gpt2_w16(model, w.fcprojw),
                                     w.fcprojb, N, 4 * C, C),
             {"residual3", a.residual3, N, C});
+}
+
+static void block_forward(GPT2 *model, int layer, int B, int T, int recomputing) {
+    block_forward_attention(model, layer, B, T);
+    block_forward_mlp(model, layer, B, T, recomputing);
+}
+
+// Half h (0 .. 2L-1) of the blocks' forward: block h / 2's attention (h even) or MLP (h odd).
+static void block_forward_half(GPT2 *model, int h, int B, int T) {
+    if (h % 2 == 0) {
+        block_forward_attention(model, h / 2, B, T);
+    } else {
+        block_forward_mlp(model, h / 2, B, T, 0);
+    }
 }
 
 // On entry acts.dresidual holds the gradient of the layer's output (residual3);
@@ -840,14 +864,18 @@ static void zero_grads_not_overwritten(GPT2 *model) {
 // to the next training forward pass (gpt2_update_defer). There thread 1 updates the parameters in
 // the order the pass reads them (stage 0: wpe and the rows of wte the batch's tokens pick; stage
 // 1 + l: block l's; the last: lnf's and the rest of wte) while thread 0 runs the encoder and the
-// first blocks on its own, each once its stage is done. When what is left of the update would
-// take less than half a block of thread 0's, thread 0 stops after its block; the rest of the
-// update runs on every thread, then the rest of the forward pass. Every parameter gets the same
-// arithmetic whichever thread updates it, and every kernel gives the same bits on any number of
-// threads: the results are those of the update run at once (test_train.sh checks it). Whatever
-// else reads the parameters, m or v calls gpt2_update_finish first (gpt2_forward does).
+// first blocks on its own, each once its stage is done, half a block at a time (the attention,
+// the MLP). When what is left of the update would take less than half of thread 0's next half,
+// thread 0 stops; the rest of the update runs on every thread, then the rest of the forward
+// pass. Every parameter gets the same arithmetic whichever thread updates it, and every kernel
+// gives the same bits on any number of threads: the results are those of the update run at once
+// (test_train.sh checks it). Whatever else reads the parameters, m or v calls
+// gpt2_update_finish first (gpt2_forward does).
 
-// On by default with exactly two threads on AMD's CPUs (where it was measured);
+// On by default in bf16 runs with exactly two threads on AMD's CPUs: on the Zen 4 VM a T=64 bf16
+// step 17-25 ms faster (medians of 8 steps, 4 rounds alternated, the VM's two vCPUs on one L3),
+// fp32 within the noise (its blocks take twice as long beside an update that does not), and where
+// the host put the vCPUs on two L3s (each with its own link to memory) no faster.
 // LLMC_OVERLAP_UPDATE=0|1 forces it (with more threads, two then run the overlap). Serial code.
 static int update_overlap_enabled(void) {
     static int enabled = -1;
@@ -857,7 +885,7 @@ static int update_overlap_enabled(void) {
         __builtin_cpu_init();
         amd = __builtin_cpu_is("amd");
 #endif
-        enabled = env_flag("LLMC_OVERLAP_UPDATE", amd && omp_get_max_threads() == 2,
+        enabled = env_flag("LLMC_OVERLAP_UPDATE", amd && omp_get_max_threads() == 2 && precision_is_bf16(),
                            "AdamW runs after the backward pass, on every thread", "beside the next forward pass");
         if (omp_get_max_threads() < 2) { enabled = 0; }
     }
@@ -936,8 +964,8 @@ static void gpt2_update_finish(GPT2 *model) {
 }
 
 // The pending update beside the encoder and the first blocks of the forward pass over inputs
-// (B, T), as above. Returns how much of the pass it ran: 0 nothing, 1 the encoder, 1 + k the
-// encoder and blocks 0 .. k-1.
+// (B, T), as above, in halves of blocks. Returns how much of the pass it ran: 0 nothing, 1 the
+// encoder, 1 + k the encoder and the blocks' halves 0 .. k-1 (block_forward_half).
 static int forward_beside_update(GPT2 *model, const int *inputs, int B, int T) {
     PendingUpdate *u = &model->pending;
     const int L = model->config.num_layers, N = B * T, stages = L + 2;
@@ -966,16 +994,16 @@ static int forward_beside_update(GPT2 *model, const int *inputs, int B, int T) {
             fwd_lap(model, PROF_ADAMW);
             forward_encoder(model, inputs, B, T);
             ran = 1;
-            for (int l = 0; l < L; l++) {
+            for (int h = 0; h < 2 * L; h++) {
                 const double n = (double)atomic_load(&updated);
                 const double left_ms = (now_seconds() - t0) * 1e3 * (total - n) / n;
-                if (atomic_load(&done) == stages || left_ms < 0.5 * u->block_ms) { break; }
-                while (atomic_load(&done) < l + 2) {}
+                if (atomic_load(&done) == stages || left_ms < 0.5 * u->half_ms[h % 2]) { break; }
+                while (atomic_load(&done) < h / 2 + 2) {}
                 fwd_lap(model, PROF_ADAMW);
-                const double b0 = now_seconds();
-                block_forward(model, l, B, T, 0);
-                u->block_ms = (now_seconds() - b0) * 1e3;
-                ran = 2 + l;
+                const double h0 = now_seconds();
+                block_forward_half(model, h, B, T);
+                u->half_ms[h % 2] = (now_seconds() - h0) * 1e3;
+                ran = 2 + h;
             }
             atomic_store(&stop, 1);
         }
@@ -990,11 +1018,12 @@ static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
     gpt2_bf16_weights_ready(model);
     const int ran = model->pending.active ? forward_beside_update(model, inputs, B, T) : 0;
     if (ran == 0) { forward_encoder(model, inputs, B, T); }
-    for (int l = ran > 0 ? ran - 1 : 0; l < model->config.num_layers; l++) {
+    for (int h = ran > 0 ? ran - 1 : 0; h < 2 * model->config.num_layers; h++) {
         const double t0 = now_seconds();
-        block_forward(model, l, B, T, 0);
-        // before any block ran beside an update: twice a block on every thread (of two) as its guess
-        if (model->pending.block_ms == 0) { model->pending.block_ms = 2e3 * (now_seconds() - t0); }
+        block_forward_half(model, h, B, T);
+        // before any ran beside an update: twice a half on every thread (of two) as its guess
+        double *guess = &model->pending.half_ms[h % 2];
+        if (*guess == 0) { *guess = 2e3 * (now_seconds() - t0); }
     }
     forward_final_layernorm(model, B, T);
 }
