@@ -127,8 +127,8 @@ if MODEL=d6 SHAPES=1x16 ROUNDS=1 STEPS=3 CALIBRATE=1 CAL_SHAPE=1x16 CAL_STEPS=1 
 else
     fail "bench.sh A runs" "exit $?: $(tail -n 3 "$log" | tr '\n' ' ')"
 fi
-if grep -Eq '^peaks with 2 threads \(dev/cpu/fma_peak\): fp32 FMA [0-9.]+ GFLOP/s, bf16 dot ([0-9.]+ GFLOP/s|none)' "$log"; then
-    pass "bench.sh A: prints the fp32 and bf16 peaks"
+if grep -Eq '^peaks with 2 threads \(dev/cpu/fma_peak, the largest of 3 readings: fp32 [0-9.]+ [0-9.]+ [0-9.]+; bf16 [0-9. ]*\): fp32 FMA [0-9.]+ GFLOP/s, bf16 dot ([0-9.]+ GFLOP/s|none)' "$log"; then
+    pass "bench.sh A: prints the fp32 and bf16 peaks (the largest of 3 readings)"
 else
     fail "bench.sh A: peaks" "$(grep -m 1 '^peaks' "$log")"
 fi
