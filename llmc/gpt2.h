@@ -863,9 +863,9 @@ static void zero_grads_not_overwritten(GPT2 *model) {
 // 53 on two): while it runs, the second core could compute. So train_gpt2 hands a step's update
 // to the next training forward pass (gpt2_update_defer). There thread 1 updates the parameters in
 // the order the pass reads them (stage 0: wpe and the rows of wte the batch's tokens pick; stage
-// 1 + l: block l's; the last: lnf's and the rest of wte) while thread 0 runs the encoder and the
-// first blocks on its own, each once its stage is done, half a block at a time (the attention,
-// the MLP). When what is left of the update would take less than half of thread 0's next half,
+// 1 + h: half h of the blocks' (block h / 2's attention or MLP, block_forward_half); the last:
+// lnf's and the rest of wte) while thread 0 runs the encoder and the first halves of blocks on
+// its own, each once its stage is done. When what is left of the update would take less than half of thread 0's next half,
 // thread 0 stops; the rest of the update runs on every thread, then the rest of the forward
 // pass. Every parameter gets the same arithmetic whichever thread updates it, and every kernel
 // gives the same bits on any number of threads: the results are those of the update run at once
@@ -918,28 +918,25 @@ static void update_wte_rows(GPT2 *model, int marked, atomic_llong *progress) {
     }
 }
 
-// Stage s (0 .. L + 1) of the pending update, each part's parameters added to *progress where
+// Stage s (0 .. 2L + 1) of the pending update, each part's parameters added to *progress where
 // it is not NULL; its parameter count where update is 0.
 static size_t update_stage(GPT2 *model, int s, int update, atomic_llong *progress) {
     const int L = model->config.num_layers, C = model->config.channels, Vp = model->config.padded_vocab_size;
     size_t n = 0;
-    if (s == 0 || s == L + 1) {
-        int rows = 0;
-        for (int r = 0; r < Vp; r++) { rows += wte_row_marked(&model->pending, r); }
-        n = (size_t)(s == 0 ? rows : Vp - rows) * C;
-        if (s == 0) { n += model->param_sizes[1]; }
-        if (s == L + 1) { n += model->param_sizes[14] + model->param_sizes[15]; }
-        if (update && s == 0) { update_tensor_part(model, 1, 0, model->param_sizes[1], progress); }  // wpe
-        if (update && s == L + 1) {
-            update_tensor_part(model, 14, 0, model->param_sizes[14], progress);  // lnfw, lnfb
-            update_tensor_part(model, 15, 0, model->param_sizes[15], progress);
+    if (s == 0 || s == 2 * L + 1) {  // the encoder's: wpe and the batch's rows of wte; or lnf and wte's other rows
+        const int first = s == 0;
+        for (int r = 0; r < Vp; r++) { n += wte_row_marked(&model->pending, r) == first ? (size_t)C : 0; }
+        for (int i = first ? 1 : 14; i <= (first ? 1 : 15); i++) {
+            if (update) { update_tensor_part(model, i, 0, model->param_sizes[i], progress); }
+            n += model->param_sizes[i];
         }
-        if (update) { update_wte_rows(model, s == 0, progress); }
+        if (update) { update_wte_rows(model, first, progress); }
         return n;
     }
-    for (int i = 2; i <= 13; i++) {  // ln1w .. fcprojb: block s - 1's part of each
+    const int h = s - 1, first = h % 2 == 0 ? 2 : 8;  // ln1w .. attprojb, or ln2w .. fcprojb
+    for (int i = first; i < first + 6; i++) {  // block h / 2's part of each
         const size_t part = model->param_sizes[i] / L;
-        if (update) { update_tensor_part(model, i, (size_t)(s - 1) * part, part, progress); }
+        if (update) { update_tensor_part(model, i, (size_t)(h / 2) * part, part, progress); }
         n += part;
     }
     return n;
@@ -949,7 +946,7 @@ static size_t update_stage(GPT2 *model, int s, int update, atomic_llong *progres
 // gpt2_zero_grad left.
 static void update_finish_from(GPT2 *model, int from) {
     PendingUpdate *u = &model->pending;
-    for (int s = from; s < model->config.num_layers + 2; s++) { update_stage(model, s, 1, NULL); }
+    for (int s = from; s < 2 * model->config.num_layers + 2; s++) { update_stage(model, s, 1, NULL); }
     model->params_bf16_current = model->params_bf16 != NULL;
     u->active = 0;
     if (u->zero_grads) { zero_grads_not_overwritten(model); }
@@ -968,7 +965,7 @@ static void gpt2_update_finish(GPT2 *model) {
 // encoder, 1 + k the encoder and the blocks' halves 0 .. k-1 (block_forward_half).
 static int forward_beside_update(GPT2 *model, const int *inputs, int B, int T) {
     PendingUpdate *u = &model->pending;
-    const int L = model->config.num_layers, N = B * T, stages = L + 2;
+    const int L = model->config.num_layers, N = B * T, stages = 2 * L + 2;
     check_tokens(model, inputs, N, "input");
     memset(u->rows, 0, ((size_t)model->config.padded_vocab_size + 63) / 64 * sizeof(uint64_t));
     for (int i = 0; i < N; i++) { u->rows[inputs[i] / 64] |= (uint64_t)1 << (inputs[i] % 64); }
@@ -998,7 +995,7 @@ static int forward_beside_update(GPT2 *model, const int *inputs, int B, int T) {
                 const double n = (double)atomic_load(&updated);
                 const double left_ms = (now_seconds() - t0) * 1e3 * (total - n) / n;
                 if (atomic_load(&done) == stages || left_ms < 0.5 * u->half_ms[h % 2]) { break; }
-                while (atomic_load(&done) < h / 2 + 2) {}
+                while (atomic_load(&done) < h + 2) {}
                 fwd_lap(model, PROF_ADAMW);
                 const double h0 = now_seconds();
                 block_forward_half(model, h, B, T);
