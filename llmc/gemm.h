@@ -659,14 +659,12 @@ static float *gemm_shared_a;
 static int gemm_flush_shared_a_enabled(void) {
     static int enabled = -1;
     if (enabled < 0) {
-        int amd = 0, has = 0;
+        int has = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        amd = __builtin_cpu_is("amd");
         unsigned eax, ebx, ecx, edx;  // CLFLUSHOPT: CPUID leaf 7, EBX bit 23 (clang's cpu_supports lacks it)
         has = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && ((ebx >> 23) & 1);
 #endif
-        enabled = env_flag("LLMC_FLUSH_SHARED_A", amd && has, "the threads keep their copies of each other's packed A", NULL);
+        enabled = env_flag("LLMC_FLUSH_SHARED_A", cpu_is_amd() && has, "the threads keep their copies of each other's packed A", NULL);
         if (enabled && !has) { die("LLMC_FLUSH_SHARED_A=1: this CPU has no CLFLUSHOPT"); }
     }
     return enabled;

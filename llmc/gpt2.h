@@ -880,12 +880,7 @@ static void zero_grads_not_overwritten(GPT2 *model) {
 static int update_overlap_enabled(void) {
     static int enabled = -1;
     if (enabled < 0) {
-        int amd = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        amd = __builtin_cpu_is("amd");
-#endif
-        enabled = env_flag("LLMC_OVERLAP_UPDATE", amd && omp_get_max_threads() == 2 && precision_is_bf16(),
+        enabled = env_flag("LLMC_OVERLAP_UPDATE", cpu_is_amd() && omp_get_max_threads() == 2 && precision_is_bf16(),
                            "AdamW runs after the backward pass, on every thread", "beside the next forward pass");
         if (omp_get_max_threads() < 2) { enabled = 0; }
     }

@@ -195,6 +195,24 @@ static void make_dirs_or_die(const char *dir, const char *flag) {
     free(p);
 }
 
+// The CPU's vendor, for the choices measured per vendor (1 if it is AMD's, or Intel's).
+static int cpu_is_amd(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+#else
+    return 0;
+#endif
+}
+static int cpu_is_intel(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
+}
+
 // Environment variable name as a switch: 0 or 1, def where it is unset; anything else dies with
 // a message saying what 0 means (off) and, where on is not NULL, what 1 means. Serial code.
 static int env_flag(const char *name, int def, const char *off, const char *on) {
@@ -215,12 +233,7 @@ static int env_flag(const char *name, int def, const char *off, const char *on) 
 static int soft_prefetch_enabled(void) {
     static int enabled = -1;
     if (enabled < 0) {
-        int intel = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        intel = __builtin_cpu_is("intel");
-#endif
-        enabled = env_flag("LLMC_SOFT_PREFETCH", intel, "no software prefetches in the memory-bound passes", NULL);
+        enabled = env_flag("LLMC_SOFT_PREFETCH", cpu_is_intel(), "no software prefetches in the memory-bound passes", NULL);
     }
     return enabled;
 }
