@@ -598,13 +598,12 @@ static void log_hellaswag(Run *run, int step) {
 // The validation loss, HellaSwag and a sample, each when due at this step boundary.
 static void evaluate(Run *run, int step, int last_step) {
     const TrainArgs *a = &run->args;
-    if (due(a->val_every, step, last_step, 1) || due(a->eval_every, step, last_step, 0) ||
-        due(a->sample_every, step, last_step, 0)) {
-        gpt2_update_finish(&run->model);  // the last step's update, if the next forward pass was to run it
-    }
-    if (due(a->val_every, step, last_step, 1)) { log_validation_loss(run, step); }
-    if (due(a->eval_every, step, last_step, 0)) { log_hellaswag(run, step); }
-    if (zero.rank == 0 && due(a->sample_every, step, last_step, 0)) {
+    const int val = due(a->val_every, step, last_step, 1), hellaswag = due(a->eval_every, step, last_step, 0);
+    const int sample = zero.rank == 0 && due(a->sample_every, step, last_step, 0);
+    if (val || hellaswag || sample) { gpt2_update_finish(&run->model); }  // the last step's, if it was left to the next
+    if (val) { log_validation_loss(run, step); }
+    if (hellaswag) { log_hellaswag(run, step); }
+    if (sample) {
         generate_sample(&run->model, &run->sample_cache, &run->tokenizer, run->gen_tokens, a->gen_tokens,
                         run->eot, a->temperature, a->top_k, &run->state.sample_rng, run->sample_scratch);
     }

@@ -664,7 +664,7 @@ static int gemm_flush_shared_a_enabled(void) {
         unsigned eax, ebx, ecx, edx;  // CLFLUSHOPT: CPUID leaf 7, EBX bit 23 (clang's cpu_supports lacks it)
         has = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && ((ebx >> 23) & 1);
 #endif
-        enabled = env_flag("LLMC_FLUSH_SHARED_A", cpu_is_amd() && has, "the threads keep their copies of each other's packed A", NULL);
+        enabled = env_flag("LLMC_FLUSH_SHARED_A", cpu_vendor() == CPU_AMD && has, "the threads keep their copies of each other's packed A", NULL);
         if (enabled && !has) { die("LLMC_FLUSH_SHARED_A=1: this CPU has no CLFLUSHOPT"); }
     }
     return enabled;

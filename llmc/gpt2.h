@@ -865,12 +865,13 @@ static void zero_grads_not_overwritten(GPT2 *model) {
 // the order the pass reads them (stage 0: wpe and the rows of wte the batch's tokens pick; stage
 // 1 + h: half h of the blocks' (block h / 2's attention or MLP, block_forward_half); the last:
 // lnf's and the rest of wte) while thread 0 runs the encoder and the first halves of blocks on
-// its own, each once its stage is done. When what is left of the update would take less than half of thread 0's next half,
-// thread 0 stops; the rest of the update runs on every thread, then the rest of the forward
-// pass. Every parameter gets the same arithmetic whichever thread updates it, and every kernel
-// gives the same bits on any number of threads: the results are those of the update run at once
-// (test_train.sh checks it). Whatever else reads the parameters, m or v calls
-// gpt2_update_finish first (gpt2_forward does).
+// its own, each once its stage is done. When what is left of the update would take less than
+// half of thread 0's next half, thread 0 stops; the rest of the update runs on every thread, then
+// the rest of the forward pass. Every parameter gets the same arithmetic whichever thread updates
+// it, and every kernel gives the same bits on any number of threads: the results are those of the
+// update run at once (test_train.sh checks it). Whatever else reads the parameters, m or v runs
+// gpt2_update_finish first: train_gpt2 before its evaluations, samples and checkpoints, and
+// gpt2_forward itself.
 
 // On by default in bf16 runs with exactly two threads on AMD's CPUs: on the Zen 4 VM a T=64 bf16
 // step 17-25 ms faster (medians of 8 steps, 4 rounds alternated, the VM's two vCPUs on one L3),
@@ -880,7 +881,7 @@ static void zero_grads_not_overwritten(GPT2 *model) {
 static int update_overlap_enabled(void) {
     static int enabled = -1;
     if (enabled < 0) {
-        enabled = env_flag("LLMC_OVERLAP_UPDATE", cpu_is_amd() && omp_get_max_threads() == 2 && precision_is_bf16(),
+        enabled = env_flag("LLMC_OVERLAP_UPDATE", cpu_vendor() == CPU_AMD && omp_get_max_threads() == 2 && precision_is_bf16(),
                            "AdamW runs after the backward pass, on every thread", "beside the next forward pass");
         if (omp_get_max_threads() < 2) { enabled = 0; }
     }
@@ -1011,10 +1012,10 @@ static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
     const int ran = model->pending.active ? forward_beside_update(model, inputs, B, T) : 0;
     if (ran == 0) { forward_encoder(model, inputs, B, T); }
     for (int h = ran > 0 ? ran - 1 : 0; h < 2 * model->config.num_layers; h++) {
-        const double t0 = now_seconds();
-        block_forward_half(model, h, B, T);
         // before any ran beside an update: twice a half on every thread (of two) as its guess
         double *guess = &model->pending.half_ms[h % 2];
+        const double t0 = *guess == 0 ? now_seconds() : 0;
+        block_forward_half(model, h, B, T);
         if (*guess == 0) { *guess = 2e3 * (now_seconds() - t0); }
     }
     forward_final_layernorm(model, B, T);
@@ -1287,7 +1288,7 @@ static void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, float e
 
 // gpt2_update, run by the next training forward pass beside its first blocks where that is on
 // (update_overlap_enabled), else now. The caller runs gpt2_update_finish before anything else
-// reads the parameters, m or v (a checkpoint; gpt2_forward does it itself).
+// reads the parameters, m or v (an evaluation, a sample, a checkpoint; gpt2_forward does it itself).
 static void gpt2_update_defer(GPT2 *model, float lr, float beta1, float beta2, float eps, float weight_decay,
                               float grad_scale, int t) {
     if (!update_overlap_enabled()) {

@@ -164,7 +164,6 @@ static void gpt2_cache_lm_head(GPT2Cache *cache, const GPT2 *model, int tid, int
 // layer by layer (with recompute, qkv holds one layer at a time).
 // Returns the logits (Vp) of the last position.
 static const float *gpt2_cache_prefill(GPT2 *model, GPT2Cache *cache, const int *tokens, int n) {
-    gpt2_update_finish(model);  // a training run's pending step, if any
     const GPT2Config *cfg = &model->config;
     forward_encoder(model, tokens, 1, n);
     for (int l = 0; l < cfg->num_layers; l++) {
@@ -190,7 +189,6 @@ static const float *gpt2_cache_prefill(GPT2 *model, GPT2Cache *cache, const int 
 // (C floats: cheaper than a barrier). The arithmetic is that of the kernels run one by one:
 // every output element is computed whole by one thread, in a fixed order.
 static const float *gpt2_cache_step(GPT2 *model, GPT2Cache *cache, int token) {
-    gpt2_update_finish(model);  // a training run's pending step, if any
     const GPT2Config *cfg = &model->config;
     const int C = cfg->channels, NH = cfg->num_heads, L = cfg->num_layers, pos = cache->len;
     check_tokens(model, &token, 1, "input");

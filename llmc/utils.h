@@ -195,22 +195,15 @@ static void make_dirs_or_die(const char *dir, const char *flag) {
     free(p);
 }
 
-// The CPU's vendor, for the choices measured per vendor (1 if it is AMD's, or Intel's).
-static int cpu_is_amd(void) {
+// The CPU's vendor, for the choices measured per vendor.
+typedef enum { CPU_OTHER, CPU_AMD, CPU_INTEL } CpuVendor;
+static CpuVendor cpu_vendor(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    return __builtin_cpu_is("amd");
-#else
-    return 0;
+    if (__builtin_cpu_is("amd")) { return CPU_AMD; }
+    if (__builtin_cpu_is("intel")) { return CPU_INTEL; }
 #endif
-}
-static int cpu_is_intel(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    return __builtin_cpu_is("intel");
-#else
-    return 0;
-#endif
+    return CPU_OTHER;
 }
 
 // Environment variable name as a switch: 0 or 1, def where it is unset; anything else dies with
@@ -233,7 +226,7 @@ static int env_flag(const char *name, int def, const char *off, const char *on) 
 static int soft_prefetch_enabled(void) {
     static int enabled = -1;
     if (enabled < 0) {
-        enabled = env_flag("LLMC_SOFT_PREFETCH", cpu_is_intel(), "no software prefetches in the memory-bound passes", NULL);
+        enabled = env_flag("LLMC_SOFT_PREFETCH", cpu_vendor() == CPU_INTEL, "no software prefetches in the memory-bound passes", NULL);
     }
     return enabled;
 }

@@ -321,9 +321,14 @@ else
     # --- AdamW's step run by the next forward pass, beside its first blocks (gpt2.h's
     # gpt2_update_defer: on AMD's CPUs with two threads by default) changes the speed only, also
     # where validation, samples and checkpoints come between the steps and with two accumulated
-    # micro-batches a step (the zeroing of the gradients waits for the update)
+    # micro-batches a step (the zeroing of the gradients waits for the update); samples at steps 3, 6 and
+    # 9 with no validation before them (the sample's weights are the updated ones)
     for precision in fp32 bf16; do
-        for ov in 0 1; do OMP_NUM_THREADS=2 LLMC_OVERLAP_UPDATE=$ov recompute_run ./train_gpt2 $precision 0 "$tmp/ov${ov}_$precision"; done
+        for ov in 0 1; do
+            OMP_NUM_THREADS=2 LLMC_OVERLAP_UPDATE=$ov ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" \
+                -b 4 -t 32 -x 10 -v 5 -m 2 -s 3 -g 8 -n 10 --precision $precision -o "$tmp/ov${ov}_$precision" \
+                > "$tmp/ov${ov}_$precision.out" 2>&1
+        done
         if [ "$(grep -c ' trl:' "$tmp/ov0_$precision/main.log")" -eq 10 ] && same_run "$tmp/ov0_$precision" "$tmp/ov1_$precision"; then
             pass "LLMC_OVERLAP_UPDATE=0 and =1 bit-identical over 10 $precision steps (checkpoints, losses, samples)"
         else
