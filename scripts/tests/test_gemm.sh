@@ -78,14 +78,14 @@ fi
 # 1 AVX512_BF16 (caught only by native = emulated), 2 the AMX path (real AMX, or -DGEMM_AMX_EMULATE on AVX512_BF16) | what
 MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/    u += 0x7fffu + ((u >> 16) \& 1u);.*/    \/\/ truncated/|0|truncation instead of round-to-nearest-even"
-    "llmc/gemm.h|s/    if (!emulated) { return; }/    if (!emulated) { return; } if (P == GEMM_MR) { return; }/|0|the A operand left unrounded (emulated path)"
+    "llmc/gemm_pack.h|s/    if (!emulated) { return; }/    if (!emulated) { return; } if (P == GEMM_MR) { return; }/|0|the A operand left unrounded (emulated path)"
     "llmc/gemm_kernel_bf16.h|s/    return gemm_bf16_bits(hi) \(.\) (gemm_bf16_bits(lo) >> 16);/    return gemm_bf16_bits(lo) \1 (gemm_bf16_bits(hi) >> 16);/|1|pair order swapped in the native packing (k in the high half)"
-    "llmc/gemm.h|s/    const int swap = emulated ? 1 : 0; /    const int swap = 0; /|1|pair order swapped in the emulated packing (k first)"
+    "llmc/gemm_pack.h|s/    const int swap = emulated ? 1 : 0; /    const int swap = 0; /|1|pair order swapped in the emulated packing (k first)"
     "llmc/gemm_kernel_bf16.h|s/        v\[8 + j\] = _mm512_shuffle_i32x4(t\[j\], t\[8 + j\], 0xdd);/        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);/|1|a wrong lane shuffle in the packing's 16x16 transpose (native path)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi), _mm512_maskz_loadu_ps(m, lo))/_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, lo), _mm512_maskz_loadu_ps(m, hi))/|1|pair order swapped in the vpermw interleave of the native packing (source rows k, k+1 adjacent)"
-    "llmc/gemm.h|s/    return src16 != NULL ? gemm_bf16_float(src16\[e\]) : src\[e\];/    return src16 != NULL ? gemm_bf16_float(src16[e ^ 1]) : src[e];/|0|pair halves swapped in the bf16-source packing (B from the bf16 copy of the weights, element by element: the emulated path's partial panels and tails, the native path's)"
+    "llmc/gemm_pack.h|s/    return src16 != NULL ? gemm_bf16_float(src16\[e\]) : src\[e\];/    return src16 != NULL ? gemm_bf16_float(src16[e ^ 1]) : src[e];/|0|pair halves swapped in the bf16-source packing (B from the bf16 copy of the weights, element by element: the emulated path's partial panels and tails, the native path's)"
     "llmc/vecmath.h|s/(~high & (lane + s))/(~high \& lane)/|0|the packing's in-register transpose (B panels from rows along k) giving row i + s its own low lanes"
-    "llmc/gemm.h|s/__builtin_convertvector(\*(const gemm_vu16 \*)h, vuint)/__builtin_convertvector(*(const gemm_vu16 *)(h + 1), vuint)/|0|the bf16-source packing's vector widening reading one element late (emulated path: whole rows and 16-k runs)"
+    "llmc/gemm_pack.h|s/__builtin_convertvector(\*(const gemm_vu16 \*)h, vuint)/__builtin_convertvector(*(const gemm_vu16 *)(h + 1), vuint)/|0|the bf16-source packing's vector widening reading one element late (emulated path: whole rows and 16-k runs)"
     "llmc/gemm_kernel_bf16.h|s/_mm256_maskz_loadu_epi16(m, lo)),/_mm256_maskz_loadu_epi16(m, hi)),/|1|the bf16-source vpermw interleave reading row k+1 for both halves (native packing of B rows k, k+1 adjacent)"
     "llmc/gemm_kernel_bf16.h|s/if (from16) { return _mm512_loadu_si512((const void \*)x); }/if (from16) { return _mm512_loadu_si512((const void *)(x + 4)); }/|1|the bf16-source packing of pairs along rows reading one pair late (native, 16 x 16 transposed blocks)"
     "llmc/gemm_kernel_bf16.h|s/_mm512_loadu_ps(cin + i \* ldcin));/_mm512_loadu_ps(cin));/|1|every row given the addend's first row in the native kernel's in-register epilogue"

@@ -165,8 +165,8 @@ MUTANTS=(
     # emulated path where panels are fp32; A's bf16 pairs packed in the wrong order, which
     # pairs A's k with B's k+1 (on either path).
     "llmc/gemm_kernel_bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0;/|h.0.qkv|bf16 rounding by truncation instead of to nearest even|bf16"
-    "llmc/gemm.h|s/    if (!emulated) { return; }/    if (!emulated) { return; } if (P == GEMM_MR) { return; }/|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
-    "llmc/gemm.h|s#    const int swap = emulated ? 1 : 0; #    const int swap = emulated \&\& P != GEMM_MR ? 1 : 0; #;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
+    "llmc/gemm_pack.h|s/    if (!emulated) { return; }/    if (!emulated) { return; } if (P == GEMM_MR) { return; }/|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
+    "llmc/gemm_pack.h|s#    const int swap = emulated ? 1 : 0; #    const int swap = emulated \&\& P != GEMM_MR ? 1 : 0; #;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
     # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
     # pair order swapped in attn_pack_row_pairs (pairs of rows), and in attn_pack_col_pairs
     # (pairs along a row), as pair words (vdpbf16ps) and as split floats (emulated): each
