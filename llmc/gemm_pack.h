@@ -1,6 +1,6 @@
 /*
 Packing for gemm.h: the blocks of A and B copied into the panels each micro-kernel reads, and
-rounded to bf16 on the way where the run is bf16 (the rounding happens here, never in a kernel).
+rounded to bf16 on the way where the run is bf16 (the micro-kernels round nothing themselves).
 
   fp32 and the emulated bf16 path (gemm_pack_panels_ex): P-wide panels of floats, buf[panel][k][r];
     the emulated path's hold each pair's two bf16-rounded values in the order (k+1, k), in which
