@@ -86,35 +86,36 @@ static const int PARAMETER_GRAD_OVERWRITTEN[NUM_PARAMETER_TENSORS] = {1, 0, 0, 0
                                                                       0, 0, 1, 1, 1, 1, 0, 0};
 
 // What the forward pass keeps for the backward pass, per layer, and scratch
-// buffers that every layer reuses. Not kept, but recomputed by the backward
-// pass: the LayerNorm outputs and gelu(fch) (cheap elementwise work); that is
-// (B, T, 6C) floats per layer less, what keeps the activations of B=4, T=1024
-// small (make bench prints our peak RSS beside PyTorch's). The attention output is
-// kept: recomputing it would cost one more attention forward per step, to save (B, T, C)
-// floats a layer. The attention matrix is never stored (see attention.h).
+// buffers that every layer reuses. Everything the backward pass reads is kept, as PyTorch
+// keeps it: the LayerNorm outputs and gelu(fch) too, which the backward pass recomputed until
+// 2026-11-29 to save (B, T, 6C) floats a layer (906 MB at B=4, T=1024 for GPT-2 124M). Kept, the
+// same bits; on the lent Xeon's AMX path at B=4 T=1024 the step's layernorm and gelu lines fell
+// from 135-152 and 167-178 ms to 88-97 and 75-81 (3 rounds alternated). --recompute 1 is the
+// way to less memory. The attention matrix is never stored (see attention.h).
 // With recompute (train_gpt2 --recompute 1, activation checkpointing per block) the
 // tensors marked "(L, ...)" other than residual3 hold one layer: the forward pass keeps
 // only each block's input, and the backward pass re-runs block l's forward into them
 // just before block l's backward (see gpt2_forward_backward).
 typedef struct {
     float *encoded;    // (B, T, C)  the input of layer 0
+    float *ln1;        // (L, B, T, C)  LayerNorm 1's output, the qkv product's input
     float *ln1_mean;   // (L, B, T)
     float *ln1_rstd;   // (L, B, T)
     float *qkv;        // (L, B, T, 3C)
     float *att_lse;    // (L, B, NH, T) log-sum-exp of each softmax row
     float *atty;       // (L, B, T, C)  attention output, before the projection
     float *residual2;  // (L, B, T, C)  after the attention residual
+    float *ln2;        // (L, B, T, C)  LayerNorm 2's output, the fc product's input
     float *ln2_mean;   // (L, B, T)
     float *ln2_rstd;   // (L, B, T)
     float *fch;        // (L, B, T, 4C) MLP pre-activation
+    float *fch_gelu;   // (L, B, T, 4C) gelu(fch), the fc projection's input
     float *residual3;  // (L, B, T, C)  the block output: the input of layer l+1
     float *lnf;        // (B, T, C)
     float *lnf_mean;   // (B, T)
     float *lnf_rstd;   // (B, T)
     float *losses;     // (B, T)
-    // scratch, overwritten by every layer
-    float *ln;         // (B, T, C)   a LayerNorm output
-    float *fch_gelu;   // (B, T, 4C)
+    // scratch
     float *logits;     // (chunk rows, Vp) one chunk of the classifier
     // gradient scratch for the backward pass
     float *dresidual;  // (B, T, C)  gradient of the residual stream
@@ -123,7 +124,7 @@ typedef struct {
     float *dqkv;       // (B, T, 3C)
     float *dfch;       // (B, T, 4C)
 } ActivationTensors;
-#define NUM_ACTIVATION_TENSORS 23
+#define NUM_ACTIVATION_TENSORS 24
 
 // Rows of the classifier processed at once: (256, 50304) floats = 51 MB of logits.
 #define CLASSIFIER_CHUNK_ROWS 256
@@ -343,12 +344,12 @@ static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GP
     size_t Lk = recompute ? 1 : L;  // layers kept of all but residual3
     size_t s[NUM_ACTIVATION_TENSORS] = {
         N * C,                                         // encoded
-        Lk * N, Lk * N, Lk * N * 3 * C,                // ln1_mean, ln1_rstd, qkv
+        Lk * N * C, Lk * N, Lk * N, Lk * N * 3 * C,    // ln1, ln1_mean, ln1_rstd, qkv
         Lk * NH * N, Lk * N * C,                       // att_lse, atty
-        Lk * N * C, Lk * N, Lk * N,                    // residual2, ln2_mean, ln2_rstd
-        Lk * N * 4 * C, L * N * C,                     // fch, residual3
+        Lk * N * C, Lk * N * C, Lk * N, Lk * N,        // residual2, ln2, ln2_mean, ln2_rstd
+        Lk * N * 4 * C, Lk * N * 4 * C, L * N * C,     // fch, fch_gelu, residual3
         N * C, N, N, N,                                // lnf, lnf_mean, lnf_rstd, losses
-        N * C, N * 4 * C, chunk * cfg->padded_vocab_size,  // ln, fch_gelu, logits
+        chunk * cfg->padded_vocab_size,                // logits
         N * C, N * C, N * C, N * 3 * C, N * 4 * C};    // dresidual, dln, datty, dqkv, dfch
     memcpy(sizes, s, sizeof(s));
 }
@@ -664,7 +665,8 @@ static LayerTensors layer_tensors(const ParameterTensors *p, const GPT2Config *c
 // layers but residual3 share the one layer's worth there is.
 typedef struct {
     float *input;  // the residual stream entering the layer: encoded or residual3 of layer l-1
-    float *ln1_mean, *ln1_rstd, *qkv, *att_lse, *atty, *residual2, *ln2_mean, *ln2_rstd, *fch, *residual3;
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att_lse, *atty, *residual2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu;
+    float *residual3;
 } LayerActivations;
 
 static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T) {
@@ -673,9 +675,9 @@ static LayerActivations layer_activations(const GPT2 *model, int l, int B, int T
     size_t k = model->recompute ? 0 : l;  // the layer's slot in the tensors other than residual3
     LayerActivations la = {
         l == 0 ? a->encoded : a->residual3 + (l - 1) * N * C,
-        a->ln1_mean + k * N, a->ln1_rstd + k * N, a->qkv + k * N * 3 * C, a->att_lse + k * NH * N, a->atty + k * N * C,
-        a->residual2 + k * N * C, a->ln2_mean + k * N, a->ln2_rstd + k * N,
-        a->fch + k * N * 4 * C, a->residual3 + l * N * C};
+        a->ln1 + k * N * C, a->ln1_mean + k * N, a->ln1_rstd + k * N, a->qkv + k * N * 3 * C, a->att_lse + k * NH * N,
+        a->atty + k * N * C, a->residual2 + k * N * C, a->ln2 + k * N * C, a->ln2_mean + k * N, a->ln2_rstd + k * N,
+        a->fch + k * N * 4 * C, a->fch_gelu + k * N * 4 * C, a->residual3 + l * N * C};
     return la;
 }
 
@@ -718,11 +720,10 @@ static void block_forward_attention(GPT2 *model, int layer, int B, int T) {
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
     LayerTensors w = layer_tensors(&model->params, cfg, layer);
     LayerActivations a = layer_activations(model, layer, B, T);
-    ActivationTensors *s = &model->acts;  // the scratch buffers
 
-    FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C),
-            {"ln1_mean", a.ln1_mean, N, 1}, {"ln1_rstd", a.ln1_rstd, N, 1}, {"ln1", s->ln, N, C});
-    FORWARD(PROF_MATMUL, matmul_forward(a.qkv, s->ln, w.qkvw, gpt2_w16(model, w.qkvw), w.qkvb, N, C, 3 * C), {"qkv", a.qkv, N, 3 * C});
+    FORWARD(PROF_LAYERNORM, layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.input, w.ln1w, w.ln1b, N, C),
+            {"ln1_mean", a.ln1_mean, N, 1}, {"ln1_rstd", a.ln1_rstd, N, 1}, {"ln1", a.ln1, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward(a.qkv, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw), w.qkvb, N, C, 3 * C), {"qkv", a.qkv, N, 3 * C});
     FORWARD(PROF_ATTENTION, attention_forward(a.atty, a.att_lse, a.qkv, B, T, C, NH),
             {"att_lse", a.att_lse, (size_t)B * NH, T}, {"atty", a.atty, N, C});
     FORWARD(PROF_MATMUL, matmul_forward_residual(a.residual2, a.input, a.atty, w.attprojw, gpt2_w16(model, w.attprojw), w.attprojb,
@@ -735,15 +736,14 @@ static void block_forward_mlp(GPT2 *model, int layer, int B, int T, int recomput
     const int N = B * T, C = cfg->channels;
     LayerTensors w = layer_tensors(&model->params, cfg, layer);
     LayerActivations a = layer_activations(model, layer, B, T);
-    ActivationTensors *s = &model->acts;
 
-    FORWARD(PROF_LAYERNORM, layernorm_forward(s->ln, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C),
-            {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", s->ln, N, C});
-    FORWARD(PROF_MATMUL, matmul_forward_gelu(s->fch_gelu, a.fch, s->ln, w.fcw, gpt2_w16(model, w.fcw), w.fcb, N, C, 4 * C),
-            {"fch", a.fch, N, 4 * C}, {"fch_gelu", s->fch_gelu, N, 4 * C});
+    FORWARD(PROF_LAYERNORM, layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w.ln2w, w.ln2b, N, C),
+            {"ln2_mean", a.ln2_mean, N, 1}, {"ln2_rstd", a.ln2_rstd, N, 1}, {"ln2", a.ln2, N, C});
+    FORWARD(PROF_MATMUL, matmul_forward_gelu(a.fch_gelu, a.fch, a.ln2, w.fcw, gpt2_w16(model, w.fcw), w.fcb, N, C, 4 * C),
+            {"fch", a.fch, N, 4 * C}, {"fch_gelu", a.fch_gelu, N, 4 * C});
     if (recomputing) { return; }
     FORWARD(PROF_MATMUL,
-            matmul_forward_residual(a.residual3, a.residual2, s->fch_gelu, w.fcprojw, gpt2_w16(model, w.fcprojw),
+            matmul_forward_residual(a.residual3, a.residual2, a.fch_gelu, w.fcprojw, gpt2_w16(model, w.fcprojw),
                                     w.fcprojb, N, 4 * C, C),
             {"residual3", a.residual3, N, C});
 }
@@ -779,29 +779,24 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
                    (model->grads_overwrite ? MATMUL_OVERWRITE_DWEIGHT | MATMUL_OVERWRITE_DBIAS : 0);
     observe(model, "dresidual3", layer, s->dresidual, N, C);
 
-    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))); gelu and ln2 recomputed
-    BACKWARD(PROF_GELU, gelu_forward(s->fch_gelu, a.fch, (size_t)N * 4 * C), {"fch_gelu", s->fch_gelu, N, 4 * C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, s->fch_gelu, w.fcprojw,
+    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, a.fch_gelu, w.fcprojw,
                                              gpt2_w16(model, w.fcprojw), N, 4 * C, C, dw, grad_norm_hook(model)));
     BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
-    BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.residual2, a.ln2_mean, a.ln2_rstd, w.ln2w, w.ln2b, N, C),
-             {"ln2", s->ln, N, C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, s->ln, w.fcw, gpt2_w16(model, w.fcw), N, C,
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, a.ln2, w.fcw, gpt2_w16(model, w.fcw), N, C,
                                              4 * C, dw, grad_norm_hook(model)),
              {"dln2", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
 
-    // attention: residual2 = input + attproj(attention(qkv(ln1(input)))); ln1 recomputed. The
+    // attention: residual2 = input + attproj(attention(qkv(ln1(input)))). The
     // attention backward writes all of dqkv (its sums start from zero): no zeroing pass first.
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw,
                                              gpt2_w16(model, w.attprojw), N, C, C, dw, grad_norm_hook(model)),
              {"datty", s->datty, N, C});
     BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
-    BACKWARD(PROF_LAYERNORM, layernorm_apply(s->ln, a.input, a.ln1_mean, a.ln1_rstd, w.ln1w, w.ln1b, N, C),
-             {"ln1", s->ln, N, C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, s->ln, w.qkvw, gpt2_w16(model, w.qkvw), N, C,
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw), N, C,
                                              3 * C, dw, grad_norm_hook(model)),
              {"dln1", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean,

@@ -1,9 +1,8 @@
 /*
 LayerNorm over the channels of each position, eps = 1e-5 as in GPT-2.
 
-The forward pass keeps only the per-row mean and reciprocal standard deviation
-(rstd); the normalized output is recomputed from them when the backward pass
-needs it (layernorm_apply), which saves storing a (B, T, C) tensor per use.
+The forward pass writes the normalized output and the per-row mean and reciprocal
+standard deviation (rstd), which the backward pass reads with the input.
 
 Vectorized with llmc/vecmath.h, parallel over rows. A row (C floats) stays in L1
 between the passes over it, so each kernel reads and writes each tensor once.
@@ -73,16 +72,6 @@ VEC_INLINE void layernorm_row_apply(float *o, const float *x, float mean, float 
 }
 
 #pragma GCC diagnostic pop
-
-// out = (inp - mean) * rstd * weight + bias, given the row statistics.
-// out, inp are (N, C) with N = B*T rows; mean, rstd are (N); weight, bias are (C).
-static void layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
-                            const float *weight, const float *bias, int N, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        layernorm_row_apply(out + (size_t)i * C, inp + (size_t)i * C, mean[i], rstd[i], weight, bias, C);
-    }
-}
 
 // out (N, C) = LayerNorm of inp (N, C); writes the row statistics mean, rstd (N) too.
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,

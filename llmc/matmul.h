@@ -69,9 +69,9 @@ static void matmul_forward_residual(float *out, const float *residual, const flo
 // The MLP's first layer with its activation: pre (BT, OC) = inp (BT, C) . weight^T + bias
 // and out (BT, OC) = gelu(pre), GELU with the tanh approximation
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + exp(-2u)) by
-// gelu_vec (gelu.h), the same function as gelu_forward's, so the backward pass recomputes
-// the same bits (dev/cpu/gemm_check.c checks it against float64). pre may be NULL (not stored: the
-// backward pass would then recompute it); pre and out must not overlap.
+// gelu_vec (gelu.h), the same function as gelu_forward's: the same bits as the product followed
+// by gelu_forward (dev/cpu/gemm_check.c checks it against float64). pre may be NULL (not
+// stored); pre and out must not overlap.
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
                                 const uint16_t *weight16, const float *bias, int BT, int C, int OC) {
     if (matmul_one_row(BT)) { gemv(out, NULL, inp, weight, bias, C, OC, 1, pre); return; }

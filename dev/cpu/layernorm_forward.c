@@ -1,5 +1,5 @@
 /*
-LayerNorm forward and its recompute in the backward pass, layernorm_apply.
+LayerNorm forward.
 
   ./layernorm_forward [VERSION]
 
@@ -7,9 +7,6 @@ Kernels and versions:
   layernorm_forward   out, mean, rstd = LayerNorm(inp)
     1  the simple code: scalar, two passes for the statistics and a third to write out
     2  llmc/layernorm.h: the same passes over a row in L1, vectorized (4 interleaved sums)
-  layernorm_apply     out = (inp - mean) * rstd * weight + bias, the backward's recompute
-    1  the simple code
-    2  llmc/layernorm.h, vectorized
 
 Bytes per call (floats of N x C): each reads inp and writes out, 2.
 (The residual add before each LayerNorm is in the projection matmul's epilogue:
@@ -80,12 +77,9 @@ typedef struct {
 
 static void ln_forward1(void *p) { Args *a = p; layernorm_forward1(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C); }
 static void ln_forward2(void *p) { Args *a = p; layernorm_forward(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C); }
-static void ln_apply1(void *p) { Args *a = p; layernorm_apply1(a->out, a->inp, a->mean, a->rstd, a->weight, a->bias, a->N, a->C); }
-static void ln_apply2(void *p) { Args *a = p; layernorm_apply(a->out, a->inp, a->mean, a->rstd, a->weight, a->bias, a->N, a->C); }
 typedef struct { const char *kernel; void (*fn[2])(void *); const char *what[2]; int with_stats; double floats; } Kernel;
 static const Kernel KERNELS[] = {
     {"layernorm_forward", {ln_forward1, ln_forward2}, {"simple", "llmc: vectorized"}, 1, 2},
-    {"layernorm_apply", {ln_apply1, ln_apply2}, {"simple", "llmc: vectorized"}, 0, 2},
 };
 
 int main(int argc, char **argv) {

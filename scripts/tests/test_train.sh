@@ -143,8 +143,8 @@ L, C, NH, maxT, V, Vp, B, T = 48, 1600, 25, 1024, 50257, 50304, 4, 1024
 params = [Vp*C, maxT*C] + [L*n for n in (C, C, 3*C*C, 3*C, C*C, C, C, C, 4*C*C, 4*C, 4*C*C, C)] + [C, C]
 assert sum(params) - (Vp - V) * C == 1557611200  # GPT-2 XL
 N, Lk = B*T, 1 if recompute else L
-acts = [N*C, Lk*N, Lk*N, Lk*N*3*C, Lk*NH*N, Lk*N*C, Lk*N*C, Lk*N, Lk*N, Lk*N*4*C, L*N*C,
-        N*C, N, N, N, N*C, N*4*C, min(N, 256)*Vp, N*C, N*C, N*C, N*3*C, N*4*C]
+acts = [N*C, Lk*N*C, Lk*N, Lk*N, Lk*N*3*C, Lk*NH*N, Lk*N*C, Lk*N*C, Lk*N*C, Lk*N, Lk*N, Lk*N*4*C, Lk*N*4*C, L*N*C,
+        N*C, N, N, N, min(N, 256)*Vp, N*C, N*C, N*C, N*3*C, N*4*C]
 P, A = (sum((n + 15) // 16 * 16 for n in sizes) for sizes in (params, acts))
 print(f"{sum(params)} parameters|sizes: {P} parameter floats with alignment gaps, {A} activation floats, "
       f"AdamW m and v {P} floats each, arena {(4*P + A) * 4} bytes")
