@@ -21,8 +21,12 @@
 #               3), for each T in TS and each mode in TORCH_MODES; then, for each T, the lowest ratio
 #               over the modes. The ratio to quote: train.txt's runs follow one another over minutes,
 #               in which this host's speed changes
+#   pairs.txt   (part pairs only) our fp32 and bf16 (on PAIRS_PATH, default emulated: what a Xeon
+#               without AMX runs) at the same time, one thread each on cores 0 and 1, then the cores
+#               swapped, RATIO_ROUNDS times, for each T in TS: bf16's ms over fp32's, pair by pair
+#               (the host's drift over minutes falls on both alike)
 #
-#   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all|attention|ratio]      (default all)
+#   bash dev/cpu/run_amx.sh [DIR] [checks|gemm|train|all|attention|ratio|pairs]      (default all)
 # GEMM_PATH (default amx) is our bf16 path in the gemm part's side-by-side table: avx512bf16 runs
 # that part on an AMD Zen 4 or 5 (PY=.venv/bin/python there).
 # STEPS64 (default 6) and STEPS1024 (default 2) set the timed steps; TORCH1024=0 skips PyTorch at T=1024;
@@ -38,6 +42,10 @@ set -u
 cd "$(dirname "$0")/../.."
 out=${1:-${OUT:-dev/cpu/amx_run}}
 what=${2:-all}
+case $what in
+all | checks | gemm | train | ratio | pairs | attention) ;;
+*) echo "error: run_amx.sh: unknown part '$what' (checks, gemm, train, all, attention, ratio or pairs)" >&2; exit 2 ;;
+esac
 STEPS64=${STEPS64:-6}
 STEPS1024=${STEPS1024:-2}
 TORCH1024=${TORCH1024:-1}
@@ -228,6 +236,32 @@ if [ "$what" = ratio ]; then
         sed -n 's/^torch_step: B=[0-9]* T=\([0-9]*\) precision=\([a-z0-9]*\) mode=\([a-z]*\) .* median_ms=\([0-9.]*\) ours_median_ms=\([0-9.]*\) ratio=\([0-9.]*\)$/\1 \2 \3 \4 \5 \6/p' "$out/ratio.txt" |
             sort -k1,1n -k6,6g | awk '$1 != last { last = $1; printf "T=%s: %sx, against PyTorch %s %s (%s ms; ours %s ms)\n", $1, $6, $2, $3, $4, $5 }'
     } 2>&1 | tee -a "$out/ratio.txt"
+fi
+if [ "$what" = pairs ]; then
+    {
+        median_ms() {  # the median ms of a train_gpt2 log's timed steps (after the warm-up step)
+            sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' "$1" | awk '$1 >= 2 { print $2 }' | sort -n |
+                awk '{ a[n++] = $1 } END { print (n % 2) ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }'
+        }
+        path=${PAIRS_PATH:-emulated}
+        for T in $TS; do
+            steps=$STEPS64; [ "$T" = 1024 ] && steps=$STEPS1024
+            for round in $(seq 1 "$RATIO_ROUNDS"); do
+                for cf in 0 1; do  # fp32's core; bf16 on the other
+                    cb=$((1 - cf))
+                    # shellcheck disable=SC2046
+                    OMP_NUM_THREADS=1 taskset -c $cf ./train_gpt2 $(step_flags "$T" "$steps") --precision fp32 >"$out/pair_fp32.log" 2>&1 &
+                    # shellcheck disable=SC2046
+                    OMP_NUM_THREADS=1 LLMC_BF16_PATH=$path taskset -c $cb ./train_gpt2 $(step_flags "$T" "$steps") --precision bf16 \
+                        >"$out/pair_bf16.log" 2>&1 &
+                    wait
+                    a=$(median_ms "$out/pair_fp32.log") b=$(median_ms "$out/pair_bf16.log")
+                    echo "T=$T round $round: fp32 on CPU $cf $a ms, bf16 $path on CPU $cb $b ms, bf16 / fp32 $(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.3f", b / a }')"
+                done
+            done
+        done
+        rm -f "$out/pair_fp32.log" "$out/pair_bf16.log"
+    } 2>&1 | tee "$out/pairs.txt"
 fi
 if [ "$what" = attention ]; then
     {
