@@ -762,7 +762,7 @@ static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdif
                      const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, const float *bpacked, float *c, ptrdiff_t ldc,
                      const gemm_epilogue *ep) {
 #ifdef _OPENMP
-    // a parallel region's thread 0 may call it when its own teams are of one thread (gpt2.h's forward beside AdamW)
+    // a parallel region's thread 0 may call it when its own teams are of one thread (gpt2_update.h's forward beside AdamW)
     if (omp_in_parallel() && (omp_get_thread_num() != 0 || omp_get_max_threads() > 1)) {
         die("gemm: called inside a parallel region (its packing buffers are per thread number): call it from serial code");
     }

@@ -22,7 +22,7 @@ a block of vocabulary columns at a time.
 
 weight16: the forward functions and matmul_backward_ex take, beside the fp32 weight, an
 optional bf16 copy of it (uint16 bits, the same layout, each what the bf16 packing would round
-the float to: gemm_bf16_bits; gpt2.h's AdamW writes it) or NULL. In bf16, on a kernel that packs
+the float to: gemm_bf16_bits; gpt2_update.h's AdamW writes it) or NULL. In bf16, on a kernel that packs
 B from bf16 (gemm.h's pack_b16: the emulated and vdpbf16ps paths, not AMX), the products read
 the copy instead of the weight (half the bytes, no rounding; the same bits); otherwise, and in
 fp32, the fp32 weight. The weight gradient never reads it.

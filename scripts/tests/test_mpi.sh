@@ -258,7 +258,7 @@ else
     done
 fi
 
-# --- 2 ranks x 2 threads in bf16: AdamW beside the next forward pass (gpt2.h's gpt2_update_defer, on
+# --- 2 ranks x 2 threads in bf16: AdamW beside the next forward pass (gpt2_update.h's gpt2_update_defer, on
 # by default there on AMD's CPUs) against after the backward: the same checkpoints (-z 0; -z 1 runs its
 # shard's update at once)
 for ov in 0 1; do

@@ -318,7 +318,7 @@ else
     expect_error "LLMC_FLUSH_SHARED_A=2 refused" 1 "^error: LLMC_FLUSH_SHARED_A=2: expected 0 .* or 1$" \
         env LLMC_FLUSH_SHARED_A=2 ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1
 
-    # --- AdamW's step run by the next forward pass, beside its first blocks (gpt2.h's
+    # --- AdamW's step run by the next forward pass, beside its first blocks (gpt2_update.h's
     # gpt2_update_defer: on AMD's CPUs with two threads by default) changes the speed only, also
     # where validation, samples and checkpoints come between the steps and with two accumulated
     # micro-batches a step (the zeroing of the gradients waits for the update); samples at steps 3, 6 and
