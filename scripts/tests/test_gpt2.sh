@@ -156,7 +156,7 @@ MUTANTS=(
     # the gradients the backward pass adds to (wpe, the LayerNorms') not zeroed before a step:
     # the previous step's stay in them; and the first pass's overwriting not ended, so that a
     # second pass (gradient accumulation) replaces the gradients instead of adding to them
-    "llmc/gpt2.h|s/zero_floats(from, (size_t)(grads\[i\] - from));/(void)from;/|grads, 2nd step (bits)|gradients not zeroed between steps (wpe, the blocks' LayerNorms)"
+    "llmc/gpt2_update.h|s/zero_floats(from, (size_t)(grads\[i\] - from));/(void)from;/|grads, 2nd step (bits)|gradients not zeroed between steps (wpe, the blocks' LayerNorms)"
     "llmc/gpt2.h|s/model->grads_overwrite = 0;  \/\/ later micro-batches/(void)0;  \/\/ later micro-batches/|grads, 2 passes summed|a step's second micro-batch overwrites the gradients instead of adding to them"
     # bf16: AdamW's non-temporal stores of the weights' bf16 copy writing other bits than the
     # rounding of the new weights (the next forward pass's products read the copy)

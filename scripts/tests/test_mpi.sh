@@ -213,7 +213,7 @@ d = sys.argv[1]
 edits = [  # file, original, mutated; MUTANT(K) is true when LLMC_MUTANT=K
     ("llmc/utils.h", "#pragma once\n",
      "#pragma once\n#define MUTANT(k) (getenv(\"LLMC_MUTANT\") != NULL && atoi(getenv(\"LLMC_MUTANT\")) == (k))\n"),
-    ("llmc/gpt2.h", "PARAMETER_DECAYS[i] ? weight_decay : 0.0f",
+    ("llmc/gpt2_update.h", "PARAMETER_DECAYS[i] ? weight_decay : 0.0f",
      "(MUTANT(1) ? weight_decay : PARAMETER_DECAYS[i] ? weight_decay : 0.0f)"),
     ("llmc/zero.h", "    zero_all_gather_f32(model->params_memory, model->params_span);",
      "    if (!MUTANT(2)) { zero_all_gather_f32(model->params_memory, model->params_span); }"),

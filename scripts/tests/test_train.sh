@@ -277,7 +277,7 @@ else
         fail "gradient norm summed during the backward, 2 micro-batches a step" "$(tail -n 1 "$tmp/normacc_1.out")"
     fi
     what="the gradient norm's blocks of a layer summed one layer early, before its backward writes them"
-    if build_mutant llmc/gpt2.h 's/return L - (int)((pos - t0) \/ (model->param_sizes\[i\] \/ (size_t)L));/return L - 1 - (int)((pos - t0) \/ (model->param_sizes[i] \/ (size_t)L));/' "$what"; then
+    if build_mutant llmc/gpt2_update.h 's/return L - (int)((pos - t0) \/ (model->param_sizes\[i\] \/ (size_t)L));/return L - 1 - (int)((pos - t0) \/ (model->param_sizes[i] \/ (size_t)L));/' "$what"; then
         recompute_run build/mutant/train_gpt2 fp32 0 "$tmp/mutant"
         if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what"; fi
@@ -285,7 +285,7 @@ else
     # the products sum the blocks of the rows they finish (gemm.h's on_final); wte's rows of the
     # batch's tokens must wait for the encoder's backward
     what="the gradient norm's blocks of wte's token rows summed by the classifier's product, before the encoder's backward adds to them"
-    if build_mutant llmc/gpt2.h 's/if (g->wte_late\[r \/ 64\] >> (r % 64) \& 1) { return 1; }/(void)g;/' "$what"; then
+    if build_mutant llmc/gpt2_update.h 's/if (g->wte_late\[r \/ 64\] >> (r % 64) \& 1) { return 1; }/(void)g;/' "$what"; then
         recompute_run build/mutant/train_gpt2 fp32 0 "$tmp/mutant"
         if same_run "$tmp/rc0_fp32" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what"; fi
