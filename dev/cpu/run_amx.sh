@@ -241,7 +241,7 @@ if [ "$what" = pairs ]; then
     {
         median_ms() {  # the median ms of a train_gpt2 log's timed steps (after the warm-up step)
             sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' "$1" | awk '$1 >= 2 { print $2 }' | sort -n |
-                awk '{ a[n++] = $1 } END { print (n % 2) ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }'
+                awk '{ a[n++] = $1 } END { if (n > 0) print (n % 2) ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }'
         }
         path=${PAIRS_PATH:-emulated}
         for T in $TS; do
@@ -256,6 +256,10 @@ if [ "$what" = pairs ]; then
                         >"$out/pair_bf16.log" 2>&1 &
                     wait
                     a=$(median_ms "$out/pair_fp32.log") b=$(median_ms "$out/pair_bf16.log")
+                    if [ -z "$a" ] || [ -z "$b" ]; then
+                        echo "FAIL T=$T round $round: no steps timed: $(tail -n 1 "$out/pair_fp32.log") | $(tail -n 1 "$out/pair_bf16.log")"
+                        continue
+                    fi
                     echo "T=$T round $round: fp32 on CPU $cf $a ms, bf16 $path on CPU $cb $b ms, bf16 / fp32 $(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0) printf "%.3f", b / a }')"
                 done
             done
