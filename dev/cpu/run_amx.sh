@@ -168,6 +168,12 @@ fi
 # train_gpt2's flags for a timed run of GPT-2 124M at B=4: step_flags T STEPS (the steps, a warm-up
 # step added; no validation, no checkpoints, batches in order), shared by the parts train and ratio
 step_flags() { echo "-e d12 -b 4 -t $1 -x $(($2 + 1)) -v 0 -s 0 --shuffle 0"; }
+# the median ms a step of the train_gpt2 log on stdin, its first step (the warm-up) left out; nothing
+# where no step was timed
+median_ms() {
+    sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' | awk '$1 >= 2 { print $2 }' | sort -n |
+        awk '{ a[n++] = $1 } END { if (n > 0) print (n % 2) ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }'
+}
 # ms per step of train_gpt2: the median of the timed steps (the first step is a warm-up)
 ours() {  # ours LABEL T STEPS [ENV...] -- FLAGS...
     local label=$1 T=$2 steps=$3; shift 3
@@ -177,8 +183,7 @@ ours() {  # ours LABEL T STEPS [ENV...] -- FLAGS...
     log=$(env "${envs[@]}" $pin ${BIN:-./train_gpt2} $(step_flags "$T" "$steps") "$@" 2>&1) ||
         { echo "FAIL train_gpt2 $label T=$T: $(printf '%s' "$log" | tail -n 2 | tr '\n' ' ')"; return; }
     local ms
-    ms=$(printf '%s\n' "$log" | sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' | awk '$1 >= 2 { print $2 }' | sort -n |
-         awk '{ a[n++] = $1 } END { print (n % 2) ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }')
+    ms=$(printf '%s\n' "$log" | median_ms)
     echo "train_gpt2 $label T=$T: median_ms=$ms ($(printf '%s\n' "$log" | grep '^precision:'))"
 }
 theirs() {  # theirs T STEPS PRECISION [--compile]
@@ -239,10 +244,6 @@ if [ "$what" = ratio ]; then
 fi
 if [ "$what" = pairs ]; then
     {
-        median_ms() {  # the median ms of a train_gpt2 log's timed steps (after the warm-up step)
-            sed -n 's/^step *\([0-9]*\)\/.*| \([0-9.]*\) ms |.*/\1 \2/p' "$1" | awk '$1 >= 2 { print $2 }' | sort -n |
-                awk '{ a[n++] = $1 } END { if (n > 0) print (n % 2) ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }'
-        }
         path=${PAIRS_PATH:-emulated}
         for T in $TS; do
             steps=$STEPS64; [ "$T" = 1024 ] && steps=$STEPS1024
@@ -255,7 +256,7 @@ if [ "$what" = pairs ]; then
                     OMP_NUM_THREADS=1 LLMC_BF16_PATH=$path taskset -c $cb ./train_gpt2 $(step_flags "$T" "$steps") --precision bf16 \
                         >"$out/pair_bf16.log" 2>&1 &
                     wait
-                    a=$(median_ms "$out/pair_fp32.log") b=$(median_ms "$out/pair_bf16.log")
+                    a=$(median_ms <"$out/pair_fp32.log") b=$(median_ms <"$out/pair_bf16.log")
                     if [ -z "$a" ] || [ -z "$b" ]; then
                         echo "FAIL T=$T round $round: no steps timed: $(tail -n 1 "$out/pair_fp32.log") | $(tail -n 1 "$out/pair_bf16.log")"
                         continue
