@@ -132,35 +132,57 @@ static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
 // sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root): sqrtf itself does not
 // vectorize unless the build says -fno-math-errno, and a scalar sqrtf per element makes this
 // pass slower than memory.
+// AdamW's constants of one call, and its arithmetic on lanes [i, i + k) of the arrays (k is
+// VEC_WIDTH but for an array's tail): written once for both, so that the whole vectors' loop is
+// compiled with k a constant (no partial loads, and room in the registers for the constants).
+typedef struct {
+    float grad_scale, beta1, beta2, eps, step_size, decay, sqrt_bias_correction2;
+    int stream16, ftz16;
+} adamw_constants;
+VEC_INLINE void adamw_lanes(const adamw_constants *c, float *params, uint16_t *params16, const float *grads, float *m,
+                            float *v, size_t i, int k, int prefetch) {
+    if (prefetch && i % 16 == 0) {  // a 64-byte line of each stream; past the end is harmless
+        __builtin_prefetch(grads + i + ADAMW_PREFETCH, 0, 3);
+        __builtin_prefetch(m + i + ADAMW_PREFETCH, 0, 3);
+        __builtin_prefetch(v + i + ADAMW_PREFETCH, 0, 3);
+        __builtin_prefetch(params + i + ADAMW_PREFETCH, 0, 3);
+    }
+    const vfloat g = vec_load_partial(grads + i, k) * c->grad_scale;
+    const vfloat mi = c->beta1 * vec_load_partial(m + i, k) + (1.0f - c->beta1) * g;
+    const vfloat vi = c->beta2 * vec_load_partial(v + i, k) + (1.0f - c->beta2) * g * g;
+    vec_store_partial(m + i, mi, k);
+    vec_store_partial(v + i, vi, k);
+    const vfloat p = vec_load_partial(params + i, k);
+    const vfloat np = p * c->decay - c->step_size * mi / (vec_sqrt(vi) / c->sqrt_bias_correction2 + c->eps);
+    vec_store_partial(params + i, np, k);
+    if (params16 != NULL) { vec_put_bf16(params16 + i, np, k, c->stream16, c->ftz16); }
+}
+
+// params, grads, m, v are (n). One pass: reads the four arrays once, writes three; and where
+// params16 is not NULL, also the new parameters' bf16 bits into params16 (n) (the bf16 GEMM's
+// copy of the weights, gpt2.h: 2 more bytes written per parameter, in the same pass), by
+// vec_bf16_bits_ftz where params16_ftz is set (the run's products flush denormals anyway).
+// sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root): sqrtf itself does not
+// vectorize unless the build says -fno-math-errno, and a scalar sqrtf per element makes this
+// pass slower than memory.
 static void adamw_update_ex(float *params, uint16_t *params16, int params16_ftz, const float *grads, float *m, float *v,
                             size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
-    const float bias_correction1 = 1.0f - powf(beta1, (float)t);
-    const float sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t));
-    const float step_size = lr / bias_correction1;
-    const float decay = 1.0f - lr * weight_decay;
-    const int stream16 = params16 != NULL && ADAMW_STREAM_BF16 && adamw_can_stream(params16);
+    const adamw_constants c = {
+        .grad_scale = grad_scale, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+        .step_size = lr / (1.0f - powf(beta1, (float)t)),                 // lr over the first bias correction
+        .decay = 1.0f - lr * weight_decay,
+        .sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t)),
+        .stream16 = params16 != NULL && ADAMW_STREAM_BF16 && adamw_can_stream(params16),
+        .ftz16 = params16_ftz,
+    };
     const int prefetch = ADAMW_PREFETCH > 0 && soft_prefetch_enabled();
+    const size_t whole = n / VEC_WIDTH * VEC_WIDTH;  // the lanes of whole vectors
     #pragma omp parallel
     {
-        #pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i += VEC_WIDTH) {
-            const int k = n - i < VEC_WIDTH ? (int)(n - i) : VEC_WIDTH;  // k < VEC_WIDTH: the tail
-            if (prefetch && i % 16 == 0) {  // a 64-byte line of each stream; past the end is harmless
-                __builtin_prefetch(grads + i + ADAMW_PREFETCH, 0, 3);
-                __builtin_prefetch(m + i + ADAMW_PREFETCH, 0, 3);
-                __builtin_prefetch(v + i + ADAMW_PREFETCH, 0, 3);
-                __builtin_prefetch(params + i + ADAMW_PREFETCH, 0, 3);
-            }
-            const vfloat g = vec_load_partial(grads + i, k) * grad_scale;
-            const vfloat mi = beta1 * vec_load_partial(m + i, k) + (1.0f - beta1) * g;
-            const vfloat vi = beta2 * vec_load_partial(v + i, k) + (1.0f - beta2) * g * g;
-            vec_store_partial(m + i, mi, k);
-            vec_store_partial(v + i, vi, k);
-            const vfloat p = vec_load_partial(params + i, k);
-            const vfloat np = p * decay - step_size * mi / (vec_sqrt(vi) / sqrt_bias_correction2 + eps);
-            vec_store_partial(params + i, np, k);
-            if (params16 != NULL) { vec_put_bf16(params16 + i, np, k, stream16, params16_ftz); }
-        }
+        #pragma omp for schedule(static) nowait
+        for (size_t i = 0; i < whole; i += VEC_WIDTH) { adamw_lanes(&c, params, params16, grads, m, v, i, VEC_WIDTH, prefetch); }
+        #pragma omp single nowait
+        if (whole < n) { adamw_lanes(&c, params, params16, grads, m, v, whole, (int)(n - whole), 0); }
         adamw_stream_fence();
     }
 }

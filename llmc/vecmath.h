@@ -85,8 +85,10 @@ VEC_INLINE vfloat vec_set1(float x) { return (vfloat){0} + x; }
 typedef uint32_t vuint __attribute__((vector_size(VEC_WIDTH * sizeof(float))));
 VEC_INLINE vuint vec_bf16_bits32(vfloat x) {
     const vuint w = (vuint)x;
-    const vuint nan = (vuint)((w & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
-    const vuint rounded = w + 0x7fffu + ((w >> 16) & 1u);           // ties go to the even bf16
+    // all ones where NaN: x != x needs no constant (the build has no -ffinite-math-only); the
+    // unsigned compare of the bits it replaced took two more operations and constants in AVX2
+    const vuint nan = (vuint)(x != x);
+    const vuint rounded = w + 0x7fffu + ((w >> 16) & 1u);  // ties go to the even bf16
     return ((rounded & ~nan) | ((w | 0x00400000u) & nan)) & 0xffff0000u;
 }
 VEC_INLINE vfloat vec_bf16_round(vfloat x) { return (vfloat)vec_bf16_bits32(x); }
