@@ -1,6 +1,7 @@
 # GPT-2 training in C. `make` builds the programs; `make test` checks them quickly (about 6
 # minutes on 2 cores), `make test-all` runs the whole suite as CI does; `make help` lists every target.
 #   make PORTABLE=1   builds for any x86-64 (no -march=native)
+#   make MARCH=x86-64-v3   builds for another CPU than this one (here: any with AVX2, as Zen 3)
 #   make NO_OMP=1     builds without OpenMP (single-threaded)
 
 CC ?= gcc
@@ -11,10 +12,11 @@ CFLAGS ?= -O3
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter
 LDLIBS = -lm -lz
 
+MARCH ?= native
 ifeq ($(PORTABLE),1)
   CFLAGS += -march=x86-64 -mtune=generic
 else
-  CFLAGS += -march=native
+  CFLAGS += -march=$(MARCH)
 endif
 
 # OpenMP: used when the compiler and libgomp can build and link a test program.

@@ -33,6 +33,7 @@
 # TS (default "64 1024") the sequence lengths timed (TS=64 fits checks and train in one 10-minute call);
 # PATHS (default "fp32 amx avx512bf16 emulated") our runs at each T, TORCH_MODES (default "bf16 fp32
 # bf16-compiled fp32-compiled"; set but empty: none) PyTorch's (torch.compile takes 40-90 s to warm up at each).
+# MARCH (default native) builds everything for another CPU: MARCH=x86-64-v3 runs AVX2's code path (Zen 3's).
 # A folder BASELINE (default baseline/, where present: another version's Makefile, train_gpt2.c and
 # llmc/) is built too and its train_gpt2 timed beside ours at T=64 (fp32, bf16), in the same run.
 # Data (git-ignored, so the device call must carry it): checks reads data/ref/{odd,chunks,tiny}-bf16
@@ -66,9 +67,9 @@ export OMP_NUM_THREADS=2
   $PY -c 'import torch; print("torch", torch.__version__, "| oneDNN", torch.backends.mkldnn.is_available())'; } >"$out/env.txt" 2>&1
 grep -q amx_bf16 /proc/cpuinfo || echo "warning: this CPU has no AMX: the AMX rows will say so" | tee -a "$out/env.txt"
 
-flags="-O3 -std=gnu11 -march=native -fopenmp -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -Werror -I."
+flags="-O3 -std=gnu11 -march=${MARCH:-native} -fopenmp -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -Werror -I."
 {
-    make -j16 train_gpt2 test_gpt2 &&
+    make -j16 ${MARCH:+-B MARCH=$MARCH} train_gpt2 test_gpt2 &&
     mkdir -p build &&
     gcc $flags dev/cpu/gemm_check.c -o build/gemm_check -lm &&
     for p in amx_check amx_bench fma_peak; do gcc $flags -Idev/cpu dev/cpu/$p.c -o build/$p -lm -lopenblas || exit 1; done
