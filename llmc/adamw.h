@@ -169,7 +169,7 @@ static void adamw_update_ex(float *params, uint16_t *params16, int params16_ftz,
                             size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     const adamw_constants c = {
         .grad_scale = grad_scale, .beta1 = beta1, .beta2 = beta2, .eps = eps,
-        .step_size = lr / (1.0f - powf(beta1, (float)t)),                 // lr over the first bias correction
+        .step_size = lr / (1.0f - powf(beta1, (float)t)),  // lr over the first bias correction
         .decay = 1.0f - lr * weight_decay,
         .sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t)),
         .stream16 = params16 != NULL && ADAMW_STREAM_BF16 && adamw_can_stream(params16),

@@ -127,13 +127,15 @@ static int params16_wrong(const Args *a, int ftz) {
 static int special_values_wrong(void) {
     static const uint32_t bits[] = {0x00000001u, 0x007fffffu, 0x80400000u, 0x00008000u, 0x00800000u, 0x80800000u,
                                     0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0x7f800001u,
-                                    0xffa00000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00000000u, 0x80000000u};
-    enum { N = 2 * VEC_WIDTH + 3 };  // whole vectors and a tail
+                                    0xffa00000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00000000u, 0x80000000u,
+                                    // NaNs that the rounding's carry would turn into zeros if not told apart
+                                    0x7fffffffu, 0xffffffffu, 0x7fff8000u};
+    enum { VALUES = sizeof(bits) / sizeof(bits[0]), N = (VALUES / VEC_WIDTH + 2) * VEC_WIDTH + 3 };  // whole vectors and a tail
     float params[N], grads[N] = {0}, m[N] = {0}, v[N] = {0};
     uint16_t copy[N] __attribute__((aligned(64)));
     int wrong = 0;
     for (int ftz = 0; ftz <= 1; ftz++) {
-        for (int i = 0; i < N; i++) { memcpy(&params[i], &bits[i % (int)(sizeof(bits) / sizeof(bits[0]))], 4); }
+        for (int i = 0; i < N; i++) { memcpy(&params[i], &bits[i % VALUES], 4); }
         adamw_update_ex(params, copy, ftz, grads, m, v, N, 0.0f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1);
         for (int i = 0; i < N; i++) {
             uint32_t w;  // the input's bits, a signaling NaN quieted by the update's arithmetic

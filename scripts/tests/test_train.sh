@@ -245,7 +245,7 @@ else
     fi
     what="AdamW writes the bf16 copy truncated instead of rounded to nearest-even"
     # (both stores: the non-temporal one of whole vectors, and the plain one of a tensor's tail)
-    if build_mutant llmc/adamw.h 's/vec_put_bf16(params16 + i, np, k, stream16, params16_ftz);/vec_put_bf16(params16 + i, (vfloat)((vint)np \& (int32_t)0xffff0000u), k, stream16, params16_ftz);/' "$what"; then
+    if build_mutant llmc/adamw.h 's/vec_put_bf16(params16 + i, np, k, c->stream16, c->ftz16);/vec_put_bf16(params16 + i, (vfloat)((vint)np \& (int32_t)0xffff0000u), k, c->stream16, c->ftz16);/' "$what"; then
         recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
         if same_run "$tmp/w16off_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         elif [ "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/mutant/main.log")" != "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/w16off_bf16/main.log")" ]; then
