@@ -141,13 +141,6 @@ static void bf16_round_floats(uint16_t *dst, const float *src, size_t n) {
     }
 }
 
-// params, grads, m, v are (n). One pass: reads the four arrays once, writes three; and where
-// params16 is not NULL, also the new parameters' bf16 bits into params16 (n) (the bf16 GEMM's
-// copy of the weights, gpt2.h: 2 more bytes written per parameter, in the same pass), by
-// vec_bf16_bits_ftz where params16_ftz is set (the run's products flush denormals anyway).
-// sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root): sqrtf itself does not
-// vectorize unless the build says -fno-math-errno, and a scalar sqrtf per element makes this
-// pass slower than memory.
 // AdamW's constants of one call, and its arithmetic on lanes [i, i + k) of the arrays (k is
 // VEC_WIDTH but for an array's tail): written once for both, so that the whole vectors' loop is
 // compiled with k a constant (no partial loads, and room in the registers for the constants).
@@ -177,10 +170,10 @@ VEC_INLINE void adamw_lanes(const adamw_constants *c, float *params, uint16_t *p
 // params, grads, m, v are (n). One pass: reads the four arrays once, writes three; and where
 // params16 is not NULL, also the new parameters' bf16 bits into params16 (n) (the bf16 GEMM's
 // copy of the weights, gpt2.h: 2 more bytes written per parameter, in the same pass), by
-// vec_bf16_bits_ftz where params16_ftz is set (the run's products flush denormals anyway).
-// sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root): sqrtf itself does not
-// vectorize unless the build says -fno-math-errno, and a scalar sqrtf per element makes this
-// pass slower than memory.
+// vec_bf16_bits_ftz where params16_ftz is set (the run's products flush denormals anyway), else
+// vec_bf16_bits_fast. sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root):
+// sqrtf itself does not vectorize unless the build says -fno-math-errno, and a scalar sqrtf per
+// element makes this pass slower than memory.
 static void adamw_update_ex(float *params, uint16_t *params16, int params16_ftz, const float *grads, float *m, float *v,
                             size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
     const adamw_constants c = {
