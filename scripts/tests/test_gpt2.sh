@@ -87,8 +87,9 @@ done
 
 # Other builds must match at the same tolerances: the portable one (-march=x86-64:
 # SSE2 only), the one an AVX2-only CPU such as Zen 3 runs (8-lane vectors, bf16 on the
-# emulated path, as that CPU's start-up would choose), and one with the AVX-512 shapes of the vector kernels forced (16-lane
-# vectors, the 12x32 GEMM tile), which GCC runs here as pairs of narrower vectors:
+# emulated path, as that CPU's start-up would choose), and one with the AVX-512 shapes
+# of the vector kernels forced (16-lane vectors, the 12x32 GEMM tile), which GCC runs
+# here as pairs of narrower vectors:
 # the arithmetic of an AVX-512 machine, checked on any machine. An AVX-512 target
 # (-march=x86-64-v4) must also compile warning-free.
 # (Emulated 16-lane vectors are slow, so that build checks the small configs only.)
@@ -109,6 +110,10 @@ for entry in "${BUILDS[@]}"; do
     IFS='|' read -r what flags names environment <<< "$entry"
     if [ "$quick" = 1 ]; then
         case $what in portable | AVX2*) names="odd odd-bf16" ;; AMX*) names=odd-bf16 ;; *) continue ;; esac
+    fi
+    if [ "${what#AVX2}" != "$what" ] && ! grep -qw avx2 /proc/cpuinfo; then
+        pass "$what build skipped: this CPU has no AVX2 to run it"
+        continue
     fi
     if [ "${what#AMX}" != "$what" ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
         pass "$what build skipped: this CPU has neither AMX nor AVX512_BF16 for the model of the tiles"
