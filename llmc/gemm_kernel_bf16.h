@@ -208,14 +208,15 @@ static inline __attribute__((always_inline)) int gemm_pack_block_bf16_any(int R,
             for (int g = 0; g < R; g += 16) {
                 const int rn = gemm_min_bf16(16, R - g);
                 const __mmask16 m = (__mmask16)((1u << rn) - 1);
+                const ptrdiff_t ahead = g + 16 < R ? 16 : R - g;  // rows to the next group: this panel's, or the next panel's first
                 for (int p0 = 0; p0 < p16; p0 += 16) {
                     __m512i v[16];
                     #pragma GCC unroll 16
                     for (int r = 0; r < 16; r++) {
                         const char *x = src + ((ptrdiff_t)(r0 + g + r) * s_r + 2 * p0) * es;
-                        if (r < rn) {  // the same lines of the row one group (16 rows) on
-                            __builtin_prefetch(x + 16 * s_r * es);
-                            if (!from16) { __builtin_prefetch(x + 16 * s_r * es + 64); }
+                        if (r < rn) {  // the same lines of the row one group on
+                            __builtin_prefetch(x + ahead * s_r * es);
+                            if (!from16) { __builtin_prefetch(x + ahead * s_r * es + 64); }
                         }
                         v[r] = r < rn ? gemm_bf16_row_pairs(x, from16) : _mm512_setzero_si512();
                     }
