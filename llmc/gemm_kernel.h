@@ -55,6 +55,10 @@ typedef struct {
     // where it has them and they are not its C (the same ldc, ldcin, ldpre). For a kernel whose
     // call is too short to fetch its own tile in time (AMX) to fetch the next one ahead.
     const float *next_c, *next_cin, *next_pre;
+    // 1 on every other tile of C, a checkerboard of tiles (gemm_macro_kernel): where a kernel
+    // honours it (AMX, GEMM_AMX_K_REVERSE), the tile runs its k steps last to first, so that it
+    // begins on the part of the panel it shares with the tile before, still in L1.
+    int k_reverse;
 } gemm_tile_epilogue;
 
 // A micro-kernel reads and writes its tile of C (reads cin: C itself or the caller's addend;

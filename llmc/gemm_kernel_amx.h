@@ -243,6 +243,18 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
 #ifndef GEMM_AMX_FETCH_C
 #define GEMM_AMX_FETCH_C 1
 #endif
+// A tile's a and b panels of 384 pairs (48 KiB each) do not fit L1 (48 KiB on the lent Xeon)
+// together, so its tile loads come from L2. Every other tile of C (a checkerboard, gemm.h's
+// k_reverse) runs its k steps last to first: it then begins on the end of the panel it shares
+// with the tile before, which that tile has just loaded into L1. Measured on the lent Xeon
+// (gemm_ab, 9 rounds, run 10 of 2026-11-30): 1.024 on the geometric mean of the 27 products,
+// T=1024's 1.00-1.08; the products to the weights at T=64 (128 pairs, whose two panels fit L1
+// anyway) 0.98-0.99, hence only above GEMM_AMX_K_REVERSE_PAIRS. The order of a tile's sums then
+// depends on where it lies in C (not on the threads). GEMM_AMX_K_REVERSE=0 builds without.
+#ifndef GEMM_AMX_K_REVERSE
+#define GEMM_AMX_K_REVERSE 1
+#endif
+#define GEMM_AMX_K_REVERSE_PAIRS 128
 static inline __attribute__((always_inline)) void gemm_amx_fetch_next(const gemm_tile_epilogue *ep, ptrdiff_t ldc, int r0,
                                                                        int r1) {
     for (int r = r0; r < r1; r++) {
@@ -286,9 +298,11 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
     }
     const int fetch = GEMM_AMX_FETCH_C && ep->next_c != NULL;
     const int fetch_rows = kw > 0 ? (GEMM_AMX_MR * GEMM_AMX_KP + kw - 1) / kw : 0;  // rows of the next tile per k step
-    for (int q = 0; q < kw; q += GEMM_AMX_KP) {  // 16 pairs: 2 KiB of A, 2 KiB of B
+    const int steps = kw / GEMM_AMX_KP, reverse = GEMM_AMX_K_REVERSE && ep->k_reverse && kw > GEMM_AMX_K_REVERSE_PAIRS;
+    for (int s = 0; s < steps; s++) {  // 16 pairs: 2 KiB of A, 2 KiB of B
+        const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
         if (fetch) {
-            const int r0 = q / GEMM_AMX_KP * fetch_rows, r1 = r0 + fetch_rows;
+            const int r0 = s * fetch_rows, r1 = r0 + fetch_rows;
             gemm_amx_fetch_next(ep, ldc, r0 < GEMM_AMX_MR ? r0 : GEMM_AMX_MR, r1 < GEMM_AMX_MR ? r1 : GEMM_AMX_MR);
         }
         const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
