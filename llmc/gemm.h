@@ -306,19 +306,20 @@ static void gemm_tile_bf16_native(int mr, int nr, int kw, const float *apanel, c
 enum { GEMM_KERNEL_FP32, GEMM_KERNEL_BF16_EMULATED, GEMM_KERNEL_BF16_AVX512, GEMM_KERNEL_BF16_AMX, GEMM_KERNELS };
 static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
     [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,
-                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, 0, 0},
+                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, 0, 0, 0},
     [GEMM_KERNEL_BF16_EMULATED] = {"emulated: fp32 FMA kernel on bf16-rounded panels", GEMM_MR, GEMM_NR, GEMM_BF16_KCP,
                                    GEMM_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
-                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, 0, 0},
+                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, 0, 0, 0},
 #if GEMM_HAVE_BF16_KERNEL
     [GEMM_KERNEL_BF16_AVX512] = {"AVX512_BF16 vdpbf16ps kernel", GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC,
                                  GEMM_BF16_NC, 2, 1, 1, 1, gemm_pack_a_bf16_native, gemm_pack_b_bf16_native,
-                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native, 0, 1},
+                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native, 0, 1, 0},
 #endif
 #if GEMM_HAVE_AMX_KERNEL
     [GEMM_KERNEL_BF16_AMX] = {"AMX tdpbf16ps kernel", GEMM_AMX_MR, GEMM_AMX_NR, GEMM_AMX_KCP, GEMM_AMX_MC, GEMM_AMX_NC, 2,
                               1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init,
-                              gemm_pack_b16_amx, GEMM_AMX_ROWS_OUTER_BYTES, 1},
+                              gemm_pack_b16_amx, GEMM_AMX_ROWS_OUTER_BYTES, 1,
+                              GEMM_AMX_K_REVERSE ? GEMM_AMX_K_REVERSE_PAIRS : 0},
 #endif
 };
 
@@ -461,27 +462,27 @@ static int gemm_max_threads(void) {
 // Allocates the packing buffers of all OpenMP threads now rather than in the first gemm call.
 static void gemm_init(void) { gemm_buffers(gemm_max_threads(), 0); }
 
-// The epilogue of the tile at (row, col) of C: its cin (C itself after the first k block, else
-// the caller's addend) and, in the last k block, the caller's bias, GELU and pre.
-static gemm_tile_epilogue gemm_tile_ep(const gemm_epilogue *ep, float *c, ptrdiff_t ldc, size_t row, size_t col,
-                                       int first, int last) {
-    gemm_tile_epilogue tep = {0};
+// The epilogue of the tile at (row, col) of C, written into *tep: its cin (C itself after the
+// first k block, else the caller's addend) and, in the last k block, the caller's bias, GELU and
+// pre; the next_* fields and k_reverse left for the caller.
+static void gemm_tile_ep(gemm_tile_epilogue *tep, const gemm_epilogue *ep, float *c, ptrdiff_t ldc, size_t row,
+                         size_t col, int first, int last) {
+    *tep = (gemm_tile_epilogue){0};
     if (!first) {
-        tep.cin = c + row * ldc + col;
-        tep.ldcin = ldc;
+        tep->cin = c + row * ldc + col;
+        tep->ldcin = ldc;
     } else if (ep != NULL && ep->addend != NULL) {
-        tep.cin = ep->addend + row * ep->ld_addend + col;
-        tep.ldcin = ep->ld_addend;
+        tep->cin = ep->addend + row * ep->ld_addend + col;
+        tep->ldcin = ep->ld_addend;
     }
     if (last && ep != NULL) {
-        tep.bias = ep->bias != NULL ? ep->bias + col : NULL;
-        tep.gelu = ep->gelu;
+        tep->bias = ep->bias != NULL ? ep->bias + col : NULL;
+        tep->gelu = ep->gelu;
         if (ep->gelu && ep->pre != NULL) {
-            tep.pre = ep->pre + row * ep->ld_pre + col;
-            tep.ldpre = ep->ld_pre;
+            tep->pre = ep->pre + row * ep->ld_pre + col;
+            tep->ldpre = ep->ld_pre;
         }
     }
-    return tep;
 }
 
 // The two innermost loops: C block (mc x nc) at (ic, jc) of C from the packed A and B blocks.
@@ -497,7 +498,14 @@ static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, cons
                               int last, const gemm_epilogue *ep, gemm_prefetch *pf) {
     const int kw = gemm_panel_words(g, ku);
     const int rows_outer = nc == ldc && (size_t)g->mr * kw * 4 <= (size_t)g->rows_outer_bytes;
-    gemm_tile_epilogue next = gemm_tile_ep(ep, c, ldc, (size_t)ic, (size_t)jc, first, last);
+    const int checkerboard = g->k_reverse_words > 0 && kw > g->k_reverse_words;
+    // This tile's epilogue and the next one's, in turn, each written in place: a whole copy (a
+    // 64-byte load over the field stores just made) cannot take its bytes from the store buffer
+    // and waits for it to drain, the last tile's stores to C included. On Zen 4 that wait held
+    // 2.4% of the bf16 T=64 step's samples; written in place, the step is 1.3-2.0% faster.
+    gemm_tile_epilogue teps[2];
+    int cur = 0;
+    gemm_tile_ep(&teps[cur], ep, c, ldc, (size_t)ic, (size_t)jc, first, last);
     int ir = 0, jr = 0;  // this tile's
     while (jr < nc && ir < mc) {
         int next_ir = ir, next_jr = jr;  // the next tile's, in the block's order; past the block after the last
@@ -511,16 +519,16 @@ static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, cons
         const int mr = gemm_min(g->mr, mc - ir), nr = gemm_min(g->nr, nc - jr);
         const float *apanel = abuf + (size_t)ir * kw, *bpanel = bbuf + (size_t)jr * kw;
         float *ctile = c + (size_t)(ic + ir) * ldc + (size_t)(jc + jr);
-        gemm_tile_epilogue tep = next;
+        gemm_tile_epilogue *tep = &teps[cur], *next = &teps[cur ^ 1];
         if (next_ir < mc && next_jr < nc) {
-            next = gemm_tile_ep(ep, c, ldc, (size_t)(ic + next_ir), (size_t)(jc + next_jr), first, last);
-            tep.next_c = c + (size_t)(ic + next_ir) * ldc + (size_t)(jc + next_jr);
-            tep.next_cin = next.cin != tep.next_c ? next.cin : NULL;
-            tep.next_pre = next.pre;
+            gemm_tile_ep(next, ep, c, ldc, (size_t)(ic + next_ir), (size_t)(jc + next_jr), first, last);
+            tep->next_c = c + (size_t)(ic + next_ir) * ldc + (size_t)(jc + next_jr);
+            tep->next_cin = next->cin != tep->next_c ? next->cin : NULL;
+            tep->next_pre = next->pre;
         }
-        tep.k_reverse = (int)(((size_t)(ic + ir) / g->mr + (size_t)(jc + jr) / g->nr) & 1);
-        g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, &tep, pf);
-        ir = next_ir, jr = next_jr;
+        if (checkerboard) { tep->k_reverse = (int)(((size_t)(ic + ir) / g->mr + (size_t)(jc + jr) / g->nr) & 1); }
+        g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, tep, pf);
+        ir = next_ir, jr = next_jr, cur ^= 1;
     }
 }
 

@@ -55,8 +55,8 @@ typedef struct {
     // where it has them and they are not its C (the same ldc, ldcin, ldpre). For a kernel whose
     // call is too short to fetch its own tile in time (AMX) to fetch the next one ahead.
     const float *next_c, *next_cin, *next_pre;
-    // 1 on every other tile of C, a checkerboard of tiles (gemm_macro_kernel): where a kernel
-    // honours it (AMX, GEMM_AMX_K_REVERSE), the tile runs its k steps last to first, so that it
+    // 1 on every other tile of C, a checkerboard of tiles, where the kernel asks for it
+    // (gemm_kernel's k_reverse_words): the tile runs its k steps last to first, so that it
     // begins on the part of the panel it shares with the tile before, still in L1.
     int k_reverse;
 } gemm_tile_epilogue;
@@ -276,4 +276,7 @@ typedef struct {
     // 1: the products flush denormal bf16 operands to zero (vdpbf16ps, TDPBF16PS), so a bf16 copy
     // of B may hold a zero for a denormal (adamw.h's vec_bf16_bits_ftz) and give the same sums
     int flushes_denormals;
+    // a block whose panels are longer than this many words a row runs every other tile of C (a
+    // checkerboard) with its k steps last to first (gemm_tile_epilogue's k_reverse); 0: never
+    int k_reverse_words;
 } gemm_kernel;

@@ -249,8 +249,9 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
 // with the tile before, which that tile has just loaded into L1. Measured on the lent Xeon
 // (gemm_ab, 9 rounds, run 10 of 2026-11-30): 1.024 on the geometric mean of the 27 products,
 // T=1024's 1.00-1.08; the products to the weights at T=64 (128 pairs, whose two panels fit L1
-// anyway) 0.98-0.99, hence only above GEMM_AMX_K_REVERSE_PAIRS. The order of a tile's sums then
-// depends on where it lies in C (not on the threads). GEMM_AMX_K_REVERSE=0 builds without.
+// anyway) 0.98-0.99, hence only above GEMM_AMX_K_REVERSE_PAIRS (the descriptor's k_reverse_words,
+// gemm.h). The order of a tile's sums then depends on where it lies in C (not on the threads).
+// GEMM_AMX_K_REVERSE=0 builds without.
 #ifndef GEMM_AMX_K_REVERSE
 #define GEMM_AMX_K_REVERSE 1
 #endif
@@ -276,8 +277,8 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
     const char *a = (const char *)apanel, *b = (const char *)bpanel;
     const int whole = mr == GEMM_AMX_MR && nr == GEMM_AMX_NR;
     float tile[GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
-    gemm_tile_epilogue rest = *ep;  // what is left for gemm_tile_finish
-    if (GEMM_AMX_C_IN_TILES && ep->cin != NULL) {
+    const int cin_in_tiles = GEMM_AMX_C_IN_TILES && ep->cin != NULL;
+    if (cin_in_tiles) {
         const float *cin = ep->cin;
         ptrdiff_t ld = ep->ldcin;
         if (!whole) {  // the corner of cin, in a zeroed scratch tile
@@ -289,7 +290,6 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
         GEMM_AMX_LOAD(1, cin + 16, ld * 4);
         GEMM_AMX_LOAD(2, cin + 16 * ld, ld * 4);
         GEMM_AMX_LOAD(3, cin + 16 * ld + 16, ld * 4);
-        rest.cin = NULL;
     } else {
         GEMM_AMX_ZERO(0);
         GEMM_AMX_ZERO(1);
@@ -298,7 +298,7 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
     }
     const int fetch = GEMM_AMX_FETCH_C && ep->next_c != NULL;
     const int fetch_rows = kw > 0 ? (GEMM_AMX_MR * GEMM_AMX_KP + kw - 1) / kw : 0;  // rows of the next tile per k step
-    const int steps = kw / GEMM_AMX_KP, reverse = GEMM_AMX_K_REVERSE && ep->k_reverse && kw > GEMM_AMX_K_REVERSE_PAIRS;
+    const int steps = kw / GEMM_AMX_KP, reverse = ep->k_reverse;
     for (int s = 0; s < steps; s++) {  // 16 pairs: 2 KiB of A, 2 KiB of B
         const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
         if (fetch) {
@@ -315,6 +315,11 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
         GEMM_AMX_DP(2, 5, 6);
         GEMM_AMX_DP(3, 5, 7);
     }
+    // What is left for gemm_tile_finish, copied whole only now, long after the caller's stores to
+    // *ep: at the start the copy would wait for the previous tile's stores to drain (gemm.h's
+    // gemm_macro_kernel says why).
+    gemm_tile_epilogue rest = *ep;
+    if (cin_in_tiles) { rest.cin = NULL; }
     float *out = tile;
     ptrdiff_t ld_out = GEMM_AMX_NR;
     const int straight = GEMM_AMX_C_IN_TILES && whole && rest.cin == NULL && rest.bias == NULL && !rest.gelu;
