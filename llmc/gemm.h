@@ -198,11 +198,13 @@ static void gemm_prefetch_arm(gemm_prefetch *pf, long calls) {
     pf->per_call = calls > 0 ? (int)((lines + calls - 1) / calls) : 0;
 }
 
+// Eight 64-bit integers in one 64-byte vector (GCC's vector extension): gemm_prefetch_take's stores.
+typedef long long gemm_v8i64 __attribute__((vector_size(64)));
+
 // The next lines of this call's share (pf->per_call): up to `max` of them into line[] for the
 // micro-kernel to fetch one per k step (a burst of 60 fetches before the call filled the miss
 // buffers and stalled it: 5-8% of a T=64 forward product), any beyond max fetched here. Returns
 // how many are in line[].
-typedef long long gemm_v8i64 __attribute__((vector_size(64)));
 static inline int gemm_prefetch_take(gemm_prefetch *pf, const char **line_out, int max) {
     int region = pf->region, run = pf->run, line = pf->line, left = pf->per_call, n_out = 0;
     while (left > 0 && region < 2) {  // the position in registers, written back once
