@@ -29,6 +29,16 @@ static float *make_random(size_t n, uint64_t seed) {
     return x;
 }
 
+// A random weight matrix of the model's size, uniform in [-1/16, 1/16) (about 0.036 rms): a product of
+// it with inputs in [-1, 1) over C = 768 spreads over about [-3, 3], as the model's pre-activations do.
+// Weights in [-1, 1) put them at 10-30, where GELU's exp(-2u) is subnormal and vec_exp takes its slow
+// path (2026-11-28 run 15 and 2026-11-30 run 18 on the lent Xeon): a harness would time that path.
+static float *make_random_weight(size_t n, uint64_t seed) {
+    float *w = make_random(n, seed);
+    for (size_t i = 0; i < n; i++) { w[i] *= 1.0f / 16; }
+    return w;
+}
+
 // Compares got against ref: max |got - ref| relative to max |ref|. Returns 1 if within tol.
 static int check_close(const char *what, const float *got, const float *ref, size_t n, double tol) {
     double max_err = 0.0, max_ref = 0.0;
