@@ -48,8 +48,9 @@ B block (nc columns) would pack its rows of A again for each: where they fit gem
 packs them once, all of K, before its first block (GEMM_PACK_A_ONCE). The k order of every sum
 is fixed by K alone, so the results are bit-identical for any thread count.
 
-Memory. Each OpenMP thread number owns one packing buffer of GEMM_MC*GEMM_KC + GEMM_KC*GEMM_NC
-floats (4.1 MiB for the AVX2 variant), allocated by the first gemm that runs with that many
+Memory. Each OpenMP thread number owns one packing buffer of an A block and a B block of the
+largest kernel built (6.4 MiB: the vdpbf16ps kernel's 264 + 4096 panel rows of 384 pairs, in
+every x86 build), allocated by the first gemm that runs with that many
 threads (or by gemm_init), with two threads or more one shared buffer for A of 4 MiB, and,
 from the first call that packs A once per thread (AMX at T=1024), one such buffer per thread,
 all kept until the process exits: calls after the first allocate nothing.
@@ -96,12 +97,20 @@ or from thread 0 of a region whose threads run their own regions on one thread e
 #endif
 #endif
 
-// bf16 blocking. K is counted in pairs: a b panel of GEMM_BF16_KCP
-// pairs x 32 columns is 24 KiB, as the AVX-512 fp32 one. The emulated path packs the same
-// GEMM_BF16_KCP pairs per k block (the k blocks are part of the order of the sums, which the
-// two paths share) as 2 * GEMM_BF16_KCP floats, and half as many columns per B block.
+// bf16 blocking. K is counted in pairs: a b panel of GEMM_BF16_KCP pairs x 32 columns is
+// 48 KiB, more than Zen 4's L1 (32 KiB), so it streams from L2 as the a panels do: 128 bytes a
+// k step for 24 vdpbf16ps keep up with them. What the longer blocks save is per tile call
+// (filling and draining the accumulators' chains, the epilogue, loading and storing C), about
+// five k steps' time each. On Zen 4 (2026-11-30, dev/cpu/gemm_ab), 384 pairs against 192: GPT-2
+// 124M's 27 products 1.1-1.3% faster on the geometric mean, T=1024's 1-8%, T=64's even, the LM
+// head's input gradient 2-3% slower (its B block and the next A block's source crowd L2); the
+// bf16 T=1024 step's products 1.2% faster, the T=64 step even (docs/speed.md).
+// The emulated path packs the same GEMM_BF16_KCP pairs per k block (the k blocks are part of
+// the order of the sums, which the two paths share) as 2 * GEMM_BF16_KCP floats, in A and B
+// blocks of the bytes it was measured with at 192 pairs (GEMM_MC rows, GEMM_NC / 2 columns):
+// at 384 pairs, half as many rows and a quarter of GEMM_NC's columns.
 #ifndef GEMM_BF16_KCP
-#define GEMM_BF16_KCP 192
+#define GEMM_BF16_KCP 384
 #endif
 #ifndef GEMM_BF16_MC
 #define GEMM_BF16_MC 264
@@ -109,7 +118,8 @@ or from thread 0 of a region whose threads run their own regions on one thread e
 #ifndef GEMM_BF16_NC
 #define GEMM_BF16_NC 4096
 #endif
-#define GEMM_EMU_NC (GEMM_NC / 2)
+#define GEMM_EMU_MC (GEMM_MC * 192 / GEMM_BF16_KCP / GEMM_MR * GEMM_MR)
+#define GEMM_EMU_NC (GEMM_NC * 96 / GEMM_BF16_KCP / GEMM_NR * GEMM_NR)
 
 #define GEMM_MAX_THREADS 256
 
@@ -318,7 +328,7 @@ static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
     [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,
                           gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, 0, 0, 0},
     [GEMM_KERNEL_BF16_EMULATED] = {"emulated: fp32 FMA kernel on bf16-rounded panels", GEMM_MR, GEMM_NR, GEMM_BF16_KCP,
-                                   GEMM_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
+                                   GEMM_EMU_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
                                    gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, 0, 0, 0},
 #if GEMM_HAVE_BF16_KERNEL
     [GEMM_KERNEL_BF16_AVX512] = {"AVX512_BF16 vdpbf16ps kernel", GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC,

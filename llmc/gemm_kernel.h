@@ -65,7 +65,7 @@ typedef struct {
 // writes pre, with GELU) after its k loop, often from L3, where the previous k block left it.
 // Its lines are fetched in two steps: into L2 as the call starts (into_l1 0), and into L1
 // GEMM_C_LEAD k steps before the loop ends (into_l1 1). Fetched into L1 at the start, they were
-// evicted again on Zen 4 before the end: its L1 (32 KiB) has room for the b panel (24 KiB) and
+// evicted again on Zen 4 before the end: its L1 (32 KiB) has room for the fp32 b panel (24 KiB) and
 // little more, and a panels stream through it. Measured on Zen 4 over GPT-2 124M's products,
 // bit-identical results: 1-2% faster (2-8% on T=1024's), fp32 and bf16 alike; 16 k steps were
 // too few, 128 less good.
