@@ -118,8 +118,9 @@ or from thread 0 of a region whose threads run their own regions on one thread e
 #ifndef GEMM_BF16_NC
 #define GEMM_BF16_NC 4096
 #endif
-#define GEMM_EMU_MC (GEMM_MC * 192 / GEMM_BF16_KCP / GEMM_MR * GEMM_MR)
-#define GEMM_EMU_NC (GEMM_NC * 96 / GEMM_BF16_KCP / GEMM_NR * GEMM_NR)
+#define GEMM_AT_LEAST(unit, n) ((n) > (unit) ? (n) : (unit))  // (a build may set a far longer GEMM_BF16_KCP)
+#define GEMM_EMU_MC GEMM_AT_LEAST(GEMM_MR, GEMM_MC * 192 / GEMM_BF16_KCP / GEMM_MR * GEMM_MR)
+#define GEMM_EMU_NC GEMM_AT_LEAST(GEMM_NR, GEMM_NC * 96 / GEMM_BF16_KCP / GEMM_NR * GEMM_NR)
 
 #define GEMM_MAX_THREADS 256
 
