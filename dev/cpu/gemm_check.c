@@ -158,7 +158,7 @@ static void check_problems(void) {
         problem p = {sizes[s % nsizes], sizes[(s >> 8) % nsizes], sizes[(s >> 16) % nsizes], (s >> 24) & 1,
                      (s >> 25) & 1, (s >> 26) % 3, (s >> 28) & 1, (s >> 29) & 1, (s >> 30) & 1};
         if (trial % 10 == 0) { p.K = 0; }
-        if (trial % 7 == 0) { p.K = 300 + (int)(s >> 40) % 500; }  // several k blocks
+        if (trial % 7 == 0) { p.K = 2 * GEMM_BF16_KCP + 1 + (int)(s >> 40) % 500; }  // several k blocks (bf16's too)
         if (trial % 11 == 0) { p.N = 600 + (int)(s >> 40) % 300; p.M = 1 + (int)(s >> 50) % 40; }
         float *c = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "c");
         float *pre = malloc_or_die(sizeof(float) * p.M * (p.N + 3), "pre");
@@ -181,9 +181,9 @@ static void check_problems(void) {
     // ones); and by a thread for all of its B blocks (gemm_thread_a): one thread with more columns
     // than any kernel's B block, and two splitting M with more than AMX's 1024 columns each
     static const struct { problem p; int threads; const char *what; } packed_once[] = {
-        {{300, 600, 390, 0, 1, 1, 1, 0, 0}, 2, "A packed once for the threads of a grid row"},
-        {{300, 600, 391, 1, 0, 2, 0, 1, 1}, 4, "A packed once for the threads of a grid row"},
-        {{40, 4200, 391, 0, 1, 1, 1, 0, 0}, 1, "A packed once by a thread for its B blocks"},
+        {{300, 600, 2 * GEMM_BF16_KCP + 6, 0, 1, 1, 1, 0, 0}, 2, "A packed once for the threads of a grid row"},
+        {{300, 600, 2 * GEMM_BF16_KCP + 7, 1, 0, 2, 0, 1, 1}, 4, "A packed once for the threads of a grid row"},
+        {{40, 4200, 2 * GEMM_BF16_KCP + 7, 0, 1, 1, 1, 0, 0}, 1, "A packed once by a thread for its B blocks"},
         {{1216, 1060, 100, 1, 0, 2, 0, 1, 1}, 2, "A packed once by each thread for its B blocks"},
     };
     for (size_t i = 0; i < sizeof(packed_once) / sizeof(packed_once[0]); i++) {
@@ -514,7 +514,7 @@ static void check_native_vs_emulated(void) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         problem p = {sizes[s % nsizes], sizes[(s >> 8) % nsizes], sizes[(s >> 16) % nsizes], (s >> 24) & 1,
                      (s >> 25) & 1, (s >> 26) % 3, (s >> 28) & 1, (s >> 29) & 1, (s >> 30) & 1};
-        if (trial % 5 == 0) { p.K = 385 + (int)(s >> 40) % 700; }  // several k blocks, odd and even
+        if (trial % 5 == 0) { p.K = 2 * GEMM_BF16_KCP + 1 + (int)(s >> 40) % 700; }  // several k blocks, odd and even
         const size_t n = (size_t)p.M * (p.N + 3);
         float *c1 = malloc_or_die(n * sizeof(float), "c"), *pre1 = malloc_or_die(n * sizeof(float), "pre");
         float *c2 = malloc_or_die(n * sizeof(float), "c"), *pre2 = malloc_or_die(n * sizeof(float), "pre");
@@ -595,7 +595,7 @@ static void check_b16_copy(void) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         const int M = sizes[s % nsizes], N = sizes[(s >> 8) % nsizes], trans_b = (int)((s >> 24) & 1);
         int K = sizes[(s >> 16) % nsizes];
-        if (trial % 4 == 0) { K = 385 + (int)(s >> 40) % 700; }  // several k blocks, odd and even
+        if (trial % 4 == 0) { K = 2 * GEMM_BF16_KCP + 1 + (int)(s >> 40) % 700; }  // several k blocks, odd and even
         const int pad = (int)((s >> 30) % 3), threads = 1 + trial % 4, epilogue = (int)((s >> 32) % 3);
         const ptrdiff_t ldb = (trans_b ? K : N) + pad;  // pad 1: rows start at odd offsets
         const ptrdiff_t rs_b = trans_b ? 1 : ldb, cs_b = trans_b ? ldb : 1;
