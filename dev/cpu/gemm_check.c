@@ -606,10 +606,13 @@ static void check_b16_copy(void) {
         float *c1 = malloc_or_die((size_t)M * N * sizeof(float), "c"), *c2 = malloc_or_die((size_t)M * N * sizeof(float), "c");
         float *c3 = malloc_or_die((size_t)M * N * sizeof(float), "c");
         for (size_t i = 0; i < (size_t)M * K; i++) { a[i] = (float)((int)(xorshift(&s) % 2001) - 1000) / 997.0f; }
+        // each special value about once in 64 elements, but once in 64 per 64 k's of a long K: a
+        // NaN or -inf in every column of B would make every sum NaN, and NaN = NaN hides the rest
+        const uint64_t special_every = 64 * (uint64_t)((K + 63) / 64);
         for (size_t i = 0; i < nb; i++) {
             const uint64_t r = xorshift(&s);
             float x = (float)((int)(r % 200001) - 100000) / 77777.0f;
-            switch ((r >> 40) % 64) {
+            switch ((r >> 40) % special_every) {
             case 0: x = NAN; break;
             case 1: x = -INFINITY; break;
             case 2: x = 0x1p-130f * (float)((int)(r >> 20) % 97 - 48); break;  // subnormal
