@@ -164,6 +164,8 @@ rm -rf build/variant
 # check on the odd config, and name the tensor where the bug first shows.
 # Each line: file | sed expression | the first tensor expected to diverge | what
 #   [| bf16 (checked with --precision bf16 against odd-bf16) | environment]
+# (used twice below: the A packing's pair order swapped, on the emulated path and on vdpbf16ps's)
+a_pair_swap='llmc/gemm_pack.h|s#    const int swap = emulated ? 1 : 0; #    const int swap = emulated \&\& P != GEMM_MR ? 1 : 0; #;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#'
 MUTANTS=(
     "llmc/layernorm.h|s/#define LAYERNORM_EPS 1e-5f/#define LAYERNORM_EPS 1e-6f/|h.0.ln1_rstd|LayerNorm eps 1e-6 instead of 1e-5"
     "llmc/attention.h|s/vint masked = attn_iota() + q < j;/vint masked = attn_iota() + q < j - 1;/|h.0.att_lse|causal mask off by one: each query also sees the next key"
@@ -185,10 +187,12 @@ MUTANTS=(
     "llmc/adamw.h|s/        vec_stream_bf16(dst, h);/        vec_stream_bf16(dst, vec_bf16_bits(x * 1.01f));/|h.0.qkv|bf16 copy of the weights streamed from the wrong values by AdamW|bf16"
     # bf16: rounding by truncation; the A operand (activations, or dout) left unrounded, on the
     # emulated path where panels are fp32; A's bf16 pairs packed in the wrong order, which
-    # pairs A's k with B's k+1 (on either path).
+    # pairs A's k with B's k+1 (on each of the two paths it breaks: not AMX's, a CPU's default
+    # where it has the tiles, whose A panels are packed by rows).
     "llmc/gemm_kernel_bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0;/|h.0.qkv|bf16 rounding by truncation instead of to nearest even|bf16"
     "llmc/gemm_pack.h|s/    if (!emulated) { return; }/    if (!emulated) { return; } if (P == GEMM_MR) { return; }/|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
-    "llmc/gemm_pack.h|s#    const int swap = emulated ? 1 : 0; #    const int swap = emulated \&\& P != GEMM_MR ? 1 : 0; #;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#|h.0.qkv|bf16 pair order swapped in the A packing|bf16"
+    "$a_pair_swap|h.0.qkv|bf16 pair order swapped in the A packing (emulated path)|bf16|LLMC_BF16_EMULATE=1"
+    "$a_pair_swap|h.0.qkv|bf16 pair order swapped in the A packing (vdpbf16ps path)|bf16|LLMC_BF16_PATH=avx512bf16"
     # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
     # pair order swapped in attn_pack_row_pairs (pairs of rows), and in attn_pack_col_pairs
     # (pairs along a row), as pair words (vdpbf16ps) and as split floats (emulated): each
@@ -213,12 +217,24 @@ MUTANTS=(
     "llmc/attention_kernel.h|s/GEMM_AMX_LOAD(5, a + (i0 + 16) \* lda + p, lda \* 4);/GEMM_AMX_LOAD(5, a + i0 * lda + p, lda * 4);/|h.0.att_lse|AMX attention: rows 16-31 of a block product multiplied from rows 0-15's A tile|bf16|LLMC_BF16_PATH=amx"
     "llmc/attention_kernel.h|s/attn_transpose((float \*)dst, ldd, words.f, nc, nc, np, 1.0f, ATTN_COPY);/attn_transpose((float *)dst, ldd, words.f, nc, nc - 1, np, 1.0f, ATTN_COPY);/|h.0.atty|AMX attention: the last channel left out of V^T's pairs of keys|bf16|LLMC_BF16_PATH=amx"
 )
+# mutant_skip ENVIRONMENT: why a mutant of the path that ENVIRONMENT forces cannot run on this
+# CPU (nothing if it can); such a mutant is not built
+mutant_skip() {
+    case $1 in
+    *LLMC_BF16_PATH=amx*) grep -q avx512_bf16 /proc/cpuinfo || echo "this CPU has neither AMX nor AVX512_BF16 for the model of the tiles" ;;
+    *LLMC_BF16_PATH=avx512bf16*) grep -q avx512_bf16 /proc/cpuinfo || echo "this CPU has no AVX512_BF16, whose path it breaks" ;;
+    esac
+}
 mkdir -p build
 rm -rf build/mutant
 selected=()  # the mutants that run, each built in build/mutant/N (two builds at a time)
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr expected what precision environment <<< "$entry"
     [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
+    if [ -n "$(mutant_skip "$environment")" ]; then
+        pass "mutant skipped ($(mutant_skip "$environment")): $what"
+        continue
+    fi
     dir=build/mutant/${#selected[@]}
     selected+=("$entry")
     mkdir -p "$dir"
@@ -231,14 +247,6 @@ done
 for i in "${!selected[@]}"; do
     IFS='|' read -r file expr expected what precision environment <<< "${selected[$i]}"
     dir=build/mutant/$i
-    if [ "$environment" = LLMC_BF16_PATH=amx ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
-        pass "mutant skipped (this CPU has neither AMX nor AVX512_BF16 for the model of the tiles): $what"
-        continue
-    fi
-    if [ "$environment" = LLMC_BF16_PATH=avx512bf16 ] && ! grep -q avx512_bf16 /proc/cpuinfo; then
-        pass "mutant skipped (this CPU has no AVX512_BF16, whose path it breaks): $what"
-        continue
-    fi
     if cmp -s "$file" "$dir/$file"; then
         fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"
         continue
