@@ -1,4 +1,4 @@
-# GPT-2 training in C. `make` builds the programs; `make test` checks them quickly (about 6
+# GPT-2 training in C. `make` builds the programs; `make test` checks them quickly (7-10
 # minutes on 2 cores), `make test-all` runs the whole suite as CI does; `make help` lists every target.
 #   make PORTABLE=1   builds for any x86-64 (no -march=native)
 #   make MARCH=x86-64-v3   builds for another CPU than this one (here: any with AVX2, as Zen 3)
