@@ -93,7 +93,7 @@ done
 # SSE2 only), the one an AVX2-only CPU such as Zen 3 runs (8-lane vectors, bf16 on the
 # emulated path, as that CPU's start-up would choose), and one with the AVX-512 shapes
 # of the vector kernels forced (16-lane vectors, the 12x32 GEMM tile), which GCC runs
-# on an AVX2 machine as pairs of 8-lane vectors with the same FMAs:
+# on an AVX2 machine as pairs of 8-lane vectors, with fused multiply-adds as there:
 # the arithmetic of an AVX-512 machine, checked on any machine. An AVX-512 target
 # (-march=x86-64-v4) must also compile warning-free.
 # (Split 16-lane vectors are slow, so that build checks the small configs only, and builds
