@@ -125,7 +125,9 @@ for entry in "${BUILDS[@]}"; do
         continue
     fi
     if [ "${what#AVX2}" != "$what" ] && [ "$native_width" = 8 ]; then
-        names=${names/d12 /}  # GPT-2 124M ran on this code above
+        kept=""  # GPT-2 124M (d12) ran on this code above
+        for n in $names; do [ "$n" = d12 ] || kept+="${kept:+ }$n"; done
+        names=$kept
     fi
     if [ "${what#AVX-512}" != "$what" ] && [ "$native_width" = 16 ]; then
         pass "$what build skipped: this CPU has AVX-512, so the native build above is that build"
