@@ -63,7 +63,7 @@ if [ "${TEST_QUICK:-0}" != 1 ]; then
     # vec_exp's other ways on every float too: the two multiplies and the mask test of 8-float
     # vectors (AVX2: Zen 3), and of the portable build's 4 (SSE2, no FMA)
     for variant in "-march=native -DVEC_WIDTH=8" "-march=x86-64 -mtune=generic"; do
-        if [ "$variant" = "-march=native -DVEC_WIDTH=8" ] && grep -qw avx /proc/cpuinfo && ! grep -qw avx512f /proc/cpuinfo; then
+        if [ "$variant" = "-march=native -DVEC_WIDTH=8" ] && [ "$(native_vec_width)" = 8 ]; then
             pass "dev/cpu/vecmath built with $variant skipped: dev/cpu/vecmath above is that build on this CPU"
             continue
         fi

@@ -106,6 +106,7 @@ done
 # needs AVX512_BF16 for the packing; its sums are not the other paths' bits, so it is checked
 # against the bf16 references at their tolerances.
 # Each line: what | make's arguments | configs [| environment]
+native_width=$(native_vec_width)  # 16: AVX-512, 8: AVX2 (as Zen 3), 4 (testlib.sh)
 amx_cflags="CFLAGS=-O3 -std=gnu11 -march=native -fopenmp"
 grep -q amx_bf16 /proc/cpuinfo || amx_cflags="$amx_cflags -DGEMM_AMX_EMULATE"
 BUILDS=(
@@ -123,10 +124,12 @@ for entry in "${BUILDS[@]}"; do
         pass "$what build skipped: this CPU has no AVX2 to run it"
         continue
     fi
-    if [ "${what#AVX2}" != "$what" ] && ! grep -qw avx512f /proc/cpuinfo; then
-        names=${names/d12 /}  # GPT-2 124M ran on this code above
+    if [ "${what#AVX2}" != "$what" ] && [ "$native_width" = 8 ]; then
+        kept=""  # GPT-2 124M (d12) ran on this code above
+        for n in $names; do [ "$n" = d12 ] || kept+="${kept:+ }$n"; done
+        names=$kept
     fi
-    if [ "${what#AVX-512}" != "$what" ] && grep -qw avx512f /proc/cpuinfo; then
+    if [ "${what#AVX-512}" != "$what" ] && [ "$native_width" = 16 ]; then
         pass "$what build skipped: this CPU has AVX-512, so the native build above is that build"
         continue
     fi
@@ -217,12 +220,13 @@ MUTANTS=(
     "llmc/attention_kernel.h|s/GEMM_AMX_LOAD(5, a + (i0 + 16) \* lda + p, lda \* 4);/GEMM_AMX_LOAD(5, a + i0 * lda + p, lda * 4);/|h.0.att_lse|AMX attention: rows 16-31 of a block product multiplied from rows 0-15's A tile|bf16|LLMC_BF16_PATH=amx"
     "llmc/attention_kernel.h|s/attn_transpose((float \*)dst, ldd, words.f, nc, nc, np, 1.0f, ATTN_COPY);/attn_transpose((float *)dst, ldd, words.f, nc, nc - 1, np, 1.0f, ATTN_COPY);/|h.0.atty|AMX attention: the last channel left out of V^T's pairs of keys|bf16|LLMC_BF16_PATH=amx"
 )
-# mutant_skip ENVIRONMENT: why a mutant of the path that ENVIRONMENT forces cannot run on this
-# CPU (nothing if it can); such a mutant is not built
+# mutant_skip ENVIRONMENT: succeeds, printing why, where a mutant of the path that ENVIRONMENT
+# forces cannot run on this CPU (fails, printing nothing, where it can); such a mutant is not built
 mutant_skip() {
     case $1 in
-    *LLMC_BF16_PATH=amx*) grep -q avx512_bf16 /proc/cpuinfo || echo "this CPU has neither AMX nor AVX512_BF16 for the model of the tiles" ;;
-    *LLMC_BF16_PATH=avx512bf16*) grep -q avx512_bf16 /proc/cpuinfo || echo "this CPU has no AVX512_BF16, whose path it breaks" ;;
+    *LLMC_BF16_PATH=amx*) ! grep -q avx512_bf16 /proc/cpuinfo && echo "this CPU has neither AMX nor AVX512_BF16 for the model of the tiles" ;;
+    *LLMC_BF16_PATH=avx512bf16*) ! grep -q avx512_bf16 /proc/cpuinfo && echo "this CPU has no AVX512_BF16, whose path it breaks" ;;
+    *) false ;;
     esac
 }
 mkdir -p build
@@ -231,8 +235,8 @@ selected=()  # the mutants that run, each built in build/mutant/N (two builds at
 for entry in "${MUTANTS[@]}"; do
     IFS='|' read -r file expr expected what precision environment <<< "$entry"
     [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
-    if [ -n "$(mutant_skip "$environment")" ]; then
-        pass "mutant skipped ($(mutant_skip "$environment")): $what"
+    if why=$(mutant_skip "$environment"); then
+        pass "mutant skipped ($why): $what"
         continue
     fi
     dir=build/mutant/${#selected[@]}

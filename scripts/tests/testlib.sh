@@ -45,3 +45,17 @@ build_wait() {
     wait "${build_pids[$1]}" 2>/dev/null
     [ "$(cat "$1/build.rc" 2>/dev/null)" = 0 ]
 }
+
+# native_vec_width [MARCH]: the vector width llmc/vecmath.h picks (VEC_WIDTH) for -march=MARCH,
+# native unless given: 16 where the compiler defines __AVX512F__, 8 where __AVX__, else 4. It asks
+# gcc, the compiler of the builds, for its macros rather than reading /proc/cpuinfo, so it cannot
+# disagree with a -march=native build. A forced width (-DVEC_WIDTH=N) equal to it builds the
+# native build again.
+native_vec_width() {
+    local macros
+    macros=$(gcc -march="${1:-native}" -dM -E - </dev/null 2>/dev/null) || return 1
+    if grep -q '^#define __AVX512F__ ' <<< "$macros"; then echo 16
+    elif grep -q '^#define __AVX__ ' <<< "$macros"; then echo 8
+    else echo 4
+    fi
+}
