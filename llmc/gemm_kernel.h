@@ -70,9 +70,25 @@ typedef struct {
 // bit-identical results: 1-2% faster (2-8% on T=1024's), fp32 and bf16 alike; 16 k steps were
 // too few, 128 less good.
 // Fetching pre too made fc's forward product (GELU) 2% faster in fp32 at T=64.
+// Where the b panel takes at most half of a 32 KiB L1 (the smallest of the CPUs measured), the
+// lines go into L1 at the start instead and stay there: AVX2's fp32 panels (256 x 16 floats,
+// 16 KiB). On the Zen 3 VM the late fetch had made AVX2's fp32 products 5-11% slower; with the
+// early one, and the k loop split at the fetch step (no test at every k, which the emulated
+// bf16 path's longer panels gain from too), 1.02-1.03x over the 27 products, the same bits
+// (gemm_ab, 2026-12-01); AVX-512's 24 KiB panels keep the late fetch (an early one: 0.99x, Xeon).
 #ifndef GEMM_C_LEAD
 #define GEMM_C_LEAD 64
 #endif
+#ifndef GEMM_L1_ROOM
+#define GEMM_L1_ROOM (16 * 1024)  // bytes of b panel that leave L1 room for the tile and a panels
+#endif
+
+// The k step at which a tile's lines are fetched into L1 (gemm_fetch_tile's into_l1 1), for a
+// loop of k_steps over a b panel of panel_bytes: 0, the first, or GEMM_C_LEAD steps before the end.
+static inline int gemm_c_fetch_step(int k_steps, size_t panel_bytes) {
+    if (panel_bytes <= GEMM_L1_ROOM) { return 0; }
+    return k_steps > GEMM_C_LEAD ? k_steps - GEMM_C_LEAD : 0;
+}
 // The lines of R rows of `width` floats at p (rows ld apart): into L2 (into_l1 0) or into L1,
 // for writing (write 1) or reading. width and the flags are constants at every call, and so is
 // R in the micro-kernels.
@@ -103,24 +119,11 @@ static inline __attribute__((always_inline)) void gemm_fetch_tile(const int R, c
     if (pre != NULL) { gemm_fetch_rows(R, width, pre, ldpre, 1, into_l1); }
 }
 
-// c (R x NR, row stride ldc) = epilogue(sum over k < kc of the first R rows of a panel (kc x MR)
-// x b panel (kc x NR)); cin and pre are R x NR too. R (1..MR) is a compile-time constant at every
-// call (gemm_micro_kernel below), so the accumulators stay in registers and a tile of the last,
-// partial row panel (M = B*T = 256 leaves 4 rows of 12, or of 6) costs R rows' work.
-static inline __attribute__((always_inline)) void
-gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float *restrict b, float *c,
-                       ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
-    const float *pre = ep->gelu ? ep->pre : NULL;  // written after the k loop
-    gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, pre, ep->ldpre, 0);
-    const int fetch_at = kc > GEMM_C_LEAD ? kc - GEMM_C_LEAD : 0;
-    gemm_vf acc[GEMM_MR][GEMM_NV];
-    #pragma GCC unroll 16
-    for (int i = 0; i < R; i++) {
-        #pragma GCC unroll 4
-        for (int j = 0; j < GEMM_NV; j++) { acc[i][j] = (gemm_vf){0}; }
-    }
-    for (int k = 0; k < kc; k++) {
-        if (k == fetch_at) { gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, pre, ep->ldpre, 1); }
+// acc (R x NR) += the first R rows of a panel (n x MR) x b panel (n x NR), k in increasing order.
+static inline __attribute__((always_inline)) void gemm_micro_steps(const int R, int n, const float *restrict a,
+                                                                   const float *restrict b,
+                                                                   gemm_vf acc[GEMM_MR][GEMM_NV]) {
+    for (int k = 0; k < n; k++) {
         gemm_vf bk[GEMM_NV];
         #pragma GCC unroll 4
         for (int j = 0; j < GEMM_NV; j++) { bk[j] = ((const gemm_vf *)b)[j]; }
@@ -133,6 +136,28 @@ gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float
         a += GEMM_MR;  // the panel's rows past R are zero padding
         b += GEMM_NR;
     }
+}
+
+// c (R x NR, row stride ldc) = epilogue(sum over k < kc of the first R rows of a panel (kc x MR)
+// x b panel (kc x NR)); cin and pre are R x NR too. R (1..MR) is a compile-time constant at every
+// call (gemm_micro_kernel below), so the accumulators stay in registers and a tile of the last,
+// partial row panel (M = B*T = 256 leaves 4 rows of 12, or of 6) costs R rows' work.
+static inline __attribute__((always_inline)) void
+gemm_micro_kernel_rows(const int R, int kc, const float *restrict a, const float *restrict b, float *c,
+                       ptrdiff_t ldc, const gemm_tile_epilogue *ep) {
+    const float *pre = ep->gelu ? ep->pre : NULL;  // written after the k loop
+    const int fetch_at = gemm_c_fetch_step(kc, (size_t)kc * GEMM_NR * sizeof(float));
+    if (fetch_at > 0) { gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, pre, ep->ldpre, 0); }
+    gemm_vf acc[GEMM_MR][GEMM_NV];
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; i++) {
+        #pragma GCC unroll 4
+        for (int j = 0; j < GEMM_NV; j++) { acc[i][j] = (gemm_vf){0}; }
+    }
+    // two loops, so that neither tests for the fetch step at every k
+    gemm_micro_steps(R, fetch_at, a, b, acc);
+    gemm_fetch_tile(R, GEMM_NR, c, ldc, ep->cin, ep->ldcin, pre, ep->ldpre, 1);
+    gemm_micro_steps(R, kc - fetch_at, a + (ptrdiff_t)fetch_at * GEMM_MR, b + (ptrdiff_t)fetch_at * GEMM_NR, acc);
     if (ep->cin != NULL) {
         #pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
