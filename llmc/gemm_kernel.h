@@ -70,12 +70,14 @@ typedef struct {
 // bit-identical results: 1-2% faster (2-8% on T=1024's), fp32 and bf16 alike; 16 k steps were
 // too few, 128 less good.
 // Fetching pre too made fc's forward product (GELU) 2% faster in fp32 at T=64.
-// Where the b panel takes at most half of a 32 KiB L1 (the smallest of the CPUs measured), the
-// lines go into L1 at the start instead and stay there: AVX2's fp32 panels (256 x 16 floats,
-// 16 KiB). On the Zen 3 VM the late fetch had made AVX2's fp32 products 5-11% slower; with the
-// early one, and the k loop split at the fetch step (no test at every k, which the emulated
-// bf16 path's longer panels gain from too), 1.02-1.03x over the 27 products, the same bits
-// (gemm_ab, 2026-12-01); AVX-512's 24 KiB panels keep the late fetch (an early one: 0.99x, Xeon).
+// With 8-float vectors or fewer (AVX2, SSE), where the b panel takes at most half of a 32 KiB
+// L1, the lines go into L1 at the start instead and stay there: AVX2's fp32 panels (256 x 16
+// floats, 16 KiB). On the Zen 3 VM the late fetch had made AVX2's fp32 products 5-11% slower;
+// with the early one, and the k loop split at the fetch step (no test at every k, which the
+// emulated bf16 path's 48 KiB panels gain from too), 1.02-1.03x over the 27 products, the same
+// bits (gemm_ab, 2026-12-01). AVX-512 keeps the late fetch: on the lent Xeon an early one was
+// 0.99x over the 27 products, and its 16 KiB panels of K = 256 (the products to the weights at
+// T=64) lost up to 10% with it.
 #ifndef GEMM_C_LEAD
 #define GEMM_C_LEAD 64
 #endif
@@ -86,7 +88,7 @@ typedef struct {
 // The k step at which a tile's lines are fetched into L1 (gemm_fetch_tile's into_l1 1), for a
 // loop of k_steps over a b panel of panel_bytes: 0, the first, or GEMM_C_LEAD steps before the end.
 static inline int gemm_c_fetch_step(int k_steps, size_t panel_bytes) {
-    if (panel_bytes <= GEMM_L1_ROOM) { return 0; }
+    if (GEMM_VEC <= 8 && panel_bytes <= GEMM_L1_ROOM) { return 0; }
     return k_steps > GEMM_C_LEAD ? k_steps - GEMM_C_LEAD : 0;
 }
 // The lines of R rows of `width` floats at p (rows ld apart): into L2 (into_l1 0) or into L1,

@@ -87,9 +87,9 @@ static inline __attribute__((always_inline)) void
 gemm_micro_kernel_bf16_rows(const int R, int kcp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
                             ptrdiff_t ldc, const float *cin, ptrdiff_t ldcin, const float *bias, gemm_bf16_fetch f) {
     // the tile of C (and of cin) is touched after the k loop: its lines into L2 now, into L1
-    // GEMM_C_LEAD pairs before the end (gemm_kernel.h; a panel of 384 pairs is 48 KiB)
-    const int fetch_at = gemm_c_fetch_step(kcp, (size_t)kcp * GEMM_BF16_NR * sizeof(uint32_t));
-    if (fetch_at > 0) { gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, NULL, 0, 0); }
+    // GEMM_C_LEAD pairs before the end (gemm_kernel.h)
+    gemm_fetch_tile(R, GEMM_BF16_NR, c, ldc, cin, ldcin, NULL, 0, 0);
+    const int fetch_at = kcp > GEMM_C_LEAD ? kcp - GEMM_C_LEAD : 0;
     __m512 acc[GEMM_BF16_MR][2];
     #pragma GCC unroll 16
     for (int i = 0; i < R; i++) {
