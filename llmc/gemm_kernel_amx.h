@@ -145,20 +145,23 @@ typedef struct {
     uint8_t rows[16];
 } gemm_amx_config;
 
+// Palette 1, tiles 0..7 all 16 rows x 64 bytes. A constant object, not one filled on the stack:
+// GCC 12's _tile_loadconfig names only the first 8 bytes as the memory it reads, so stores to a
+// local's colsb and rows were dropped as dead and LDTILECFG read stack garbage (a thread's first
+// tile instruction then raised SIGILL, seen on a Xeon with AMX under Debian 12's gcc 12.2).
+static const gemm_amx_config gemm_amx_tile_config __attribute__((aligned(64))) = {
+    .palette_id = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
 // Loads the tile configuration on this thread, once.
 GEMM_AMX_TARGET
 static void gemm_amx_thread_init(void) {
 #ifndef GEMM_AMX_EMULATE
     static __thread int configured = 0;
     if (configured) { return; }
-    gemm_amx_config cfg __attribute__((aligned(64)));
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.palette_id = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
-    _tile_loadconfig(&cfg);
+    __asm__ volatile("ldtilecfg %0" : : "m"(gemm_amx_tile_config));  // the operand is the whole 64 bytes
     configured = 1;
 #endif
 }
