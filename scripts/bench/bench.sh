@@ -25,9 +25,10 @@
 # compile runs only those PyTorch rows.) Each run's line of step times ends with CPUs 0 and 1's
 # cache-line round trip before and after it (dev/cpu/core_to_core; where it may run on both).
 # Prints per row: ms/step (median of the timed steps, over all rounds), tokens/s, model
-# GFLOP/s, MFU (fp32 rows against the fp32 FMA peak, bf16 rows against the faster of the bf16
-# dot-product peak and the fp32 FMA peak, all measured by dev/cpu/fma_peak: bf16 products run on
-# the FMA where there is no vdpbf16ps or it is the slower, as on Intel's cores), peak RSS; then the ratios: train_gpt2 fp32 against
+# GFLOP/s, MFU (fp32 rows against the fp32 FMA peak, bf16 rows against the AMX TDPBF16PS peak where
+# the CPU has AMX, else the faster of the bf16 dot-product peak and the fp32 FMA peak, all measured by
+# dev/cpu/fma_peak: bf16 products run on the FMA where there is no vdpbf16ps or it is the slower, as on
+# Intel's cores without AMX), peak RSS; then the ratios: train_gpt2 fp32 against
 # PyTorch's fastest fp32 row, train_gpt2 bf16 against PyTorch's fastest bf16 row, our fastest
 # (fp32 or bf16, without recompute) against PyTorch's fastest row of all, and bf16 with
 # recompute against PyTorch's fastest bf16 row.
@@ -94,21 +95,26 @@ trap 'rm -rf "$tmp"' EXIT
 for i in 1 2 3; do OMP_NUM_THREADS=$THREADS dev/cpu/fma_peak >> "$tmp/peak"; done
 peak_fp32=$(sed -n 's/^fp32 FMA peak: \([0-9.]*\) GFLOP.*/\1/p' "$tmp/peak" | sort -g | tail -n 1)
 peak_bf16=$(sed -n 's/^bf16 dot peak: \([0-9.]*\) GFLOP.*/\1/p' "$tmp/peak" | sort -g | tail -n 1)  # empty: no bf16 dot unit
+peak_amx=$(sed -n 's/^AMX bf16 peak: \([0-9.]*\) GFLOP.*/\1/p' "$tmp/peak" | sort -g | tail -n 1)  # empty: no AMX
 [ -n "$peak_fp32" ] || die "dev/cpu/fma_peak printed no fp32 peak: $(head -n 1 "$tmp/peak")"
 peak_readings="fp32 $(sed -n 's/^fp32 FMA peak: \([0-9.]*\) GFLOP.*/\1/p' "$tmp/peak" | paste -sd' ')"
 peak_readings="$peak_readings; bf16 $(sed -n 's/^bf16 dot peak: \([0-9.]*\) GFLOP.*/\1/p' "$tmp/peak" | paste -sd' ')"
+[ -n "$peak_amx" ] && peak_readings="$peak_readings; AMX $(sed -n 's/^AMX bf16 peak: \([0-9.]*\) GFLOP.*/\1/p' "$tmp/peak" | paste -sd' ')"
 cpu_flags=$(grep -m 1 '^flags' /proc/cpuinfo)
 flags_that_matter=""
 for f in avx2 fma avx512f avx512_bf16 amx_bf16; do
     [[ " $cpu_flags " == *" $f "* ]] && flags_that_matter="$flags_that_matter $f"
 done
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, flags:$flags_that_matter"
-echo "peaks with $THREADS threads (dev/cpu/fma_peak, the largest of 3 readings: $peak_readings): fp32 FMA $peak_fp32 GFLOP/s, bf16 dot ${peak_bf16:-none (no AVX512_BF16)}${peak_bf16:+ GFLOP/s}"
-# bf16 rows' yardstick: the faster unit bf16 products can run on here (train_gpt2 picks it too)
+echo "peaks with $THREADS threads (dev/cpu/fma_peak, the largest of 3 readings: $peak_readings): fp32 FMA $peak_fp32 GFLOP/s, bf16 dot ${peak_bf16:-none (no AVX512_BF16)}${peak_bf16:+ GFLOP/s}${peak_amx:+, AMX $peak_amx GFLOP/s}"
+# bf16 rows' yardstick: the fastest unit bf16 products can run on here (train_gpt2 picks it too,
+# and PyTorch's oneDNN): AMX's tiles where the CPU has them, else the faster of the bf16 dot
+# product and the fp32 FMA
 peak_bf16_rows=$peak_bf16 bf16_unit="bf16 dot"
 if [ -z "$peak_bf16" ] || awk -v b="$peak_bf16" -v f="$peak_fp32" 'BEGIN { exit !(f > b) }'; then
     peak_bf16_rows=$peak_fp32 bf16_unit="fp32 FMA"
 fi
+if [ -n "$peak_amx" ]; then peak_bf16_rows=$peak_amx bf16_unit="AMX"; fi
 echo "bf16 rows' MFU against the $bf16_unit peak"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
 echo "PyTorch: $($PY -c 'import torch; print(torch.__version__)' 2> /dev/null)" || die "$PY cannot import torch: run make setup"

@@ -31,10 +31,16 @@ two_cpus=0  # CPUs 0 and 1 are this process's to run on (taskset), so bench.sh p
 read_peaks() {
     peak_fp32=$(sed -n 's/^peaks with .*: fp32 FMA \([0-9.]*\) GFLOP\/s.*/\1/p' "$log")
     peak_bf16=$(sed -n 's/^peaks with .*, bf16 dot \([0-9.]*\) GFLOP\/s.*/\1/p' "$log")
-    # bf16 rows: against the faster of the bf16 dot and the fp32 FMA (the emulated path's unit)
+    peak_amx=$(sed -n 's/^peaks with .*, AMX \([0-9.]*\) GFLOP\/s$/\1/p' "$log")
+    # bf16 rows: against AMX's peak where fma_peak measured one (a CPU with AMX that Linux lets us
+    # use), else the faster of the bf16 dot and the fp32 FMA (the emulated path's unit)
     bf16_peak_words="bf16 dot"
     if [ -z "$peak_bf16" ] || awk -v b="$peak_bf16" -v f="$peak_fp32" 'BEGIN { exit !(f > b) }'; then
         bf16_peak_words="fp32 FMA" peak_bf16=$peak_fp32
+    fi
+    if [ -n "$peak_amx" ]; then
+        grep -q amx_bf16 /proc/cpuinfo || fail "bench.sh $run: the AMX peak" "an AMX peak on a CPU without amx_bf16"
+        bf16_peak_words="AMX" peak_bf16=$peak_amx
     fi
 }
 # check_row NAME PEAK_WORDS WARMUP: the RESULT row exists, its ms/step is the median of the step
@@ -64,7 +70,7 @@ check_row() {
         fail "bench.sh $run: row $name" "ms/step $ms is not the median of the step times '$steps'"; return
     fi
     local peak=$peak_fp32
-    [ "$peak_words" = "bf16 dot" ] && peak=$peak_bf16  # (where bf16 rows use the fp32 FMA's, they are equal)
+    [ "$peak_words" != "fp32 FMA" ] && peak=$peak_bf16  # (where bf16 rows use the fp32 FMA's, they are equal)
     if ! awk -v ms="$ms" -v t="$toks" -v g="$gflops" -v m="$mfu" -v r="$rss" -v p="$peak" 'BEGIN {
         tw = 16e3 / ms; gw = 2.877 / ms * 1e3  # what tok/s and GFLOP/s should be (ms is rounded: 2%)
         exit !(ms > 0 && t >= tw * 0.98 - 0.5 && t <= tw * 1.02 + 0.5 && g >= gw * 0.98 - 0.05 &&
@@ -74,7 +80,7 @@ check_row() {
     fi
     pass "bench.sh $run: row $name: the median step, tokens/s, GFLOP/s, MFU, peak RSS, the CPUs' round trip"
 }
-# a bf16 row: its MFU against the bf16 dot peak, or the fp32 FMA's where that is the faster
+# a bf16 row: its MFU against AMX's peak, the bf16 dot peak, or the fp32 FMA's where that is the faster
 check_bf16_row() { check_row "$1" "$bf16_peak_words" "$2"; }
 # check_ratio WHAT "A1|A2|..." "B1|B2|...": the ratio line WHAT compares the fastest of rows A1, A2...
 # with the fastest of rows B1, B2... (of those that ran; either of a tie), with the ms and RSS those
