@@ -14,8 +14,7 @@
 #    OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset for PyTorch's command;
 #  - a calibration pass first, eager, at B=4 T=64: each candidate OpenMP setting (CANDIDATES
 #    below: wait policy PASSIVE or ACTIVE, threads bound to cores or not, inter-op threads) runs
-#    a few steps in fp32 and in bf16 autocast with fused AdamW, in CAL_PASSES (2) passes over the
-#    candidates (one process's reading can be several times another's); then the fastest setting of each
+#    a few steps in fp32 and in bf16 autocast with fused AdamW; then the fastest setting of each
 #    precision runs with foreach AdamW; the fastest setting and AdamW of each precision are kept,
 #    printed, and used by that precision's eager and compiled rows.
 # Then, per shape and round, interleaved so that all see the same machine state:
@@ -43,7 +42,7 @@
 # whatever work they actually do.
 #
 # Overrides (all optional):
-#   THREADS=2 ROUNDS=2 SHAPES="4x64 4x1024" MODEL=d12 CALIBRATE=1 CAL_SHAPE=4x64 CAL_STEPS=3 CAL_PASSES=2
+#   THREADS=2 ROUNDS=2 SHAPES="4x64 4x1024" MODEL=d12 CALIBRATE=1 CAL_SHAPE=4x64 CAL_STEPS=3
 #   STEPS= (timed steps per run; default 6, 3 when T >= 512) TORCH_BF16=auto
 #   TORCH_MODES="eager compile"
 set -euo pipefail
@@ -55,7 +54,6 @@ MODEL=${MODEL:-d12}
 CALIBRATE=${CALIBRATE:-1}
 CAL_SHAPE=${CAL_SHAPE:-4x64}
 CAL_STEPS=${CAL_STEPS:-3}
-CAL_PASSES=${CAL_PASSES:-2}
 STEPS=${STEPS:-}
 TORCH_BF16=${TORCH_BF16:-auto}
 TORCH_MODES=${TORCH_MODES:-eager compile}
@@ -64,7 +62,7 @@ shard=data/tinyshakespeare/tiny_shakespeare_train_000000.bin
 
 die() { echo "error: $*" >&2; exit 1; }
 posint() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1=$2: expected a positive integer"; }
-posint THREADS "$THREADS"; posint ROUNDS "$ROUNDS"; posint CAL_STEPS "$CAL_STEPS"; posint CAL_PASSES "$CAL_PASSES"
+posint THREADS "$THREADS"; posint ROUNDS "$ROUNDS"; posint CAL_STEPS "$CAL_STEPS"
 [ -z "$STEPS" ] || posint STEPS "$STEPS"
 [[ $CALIBRATE =~ ^[01]$ ]] || die "CALIBRATE=$CALIBRATE: expected 0 or 1"
 [[ $TORCH_BF16 =~ ^(auto|0|1)$ ]] || die "TORCH_BF16=$TORCH_BF16: expected auto, 0 or 1"
@@ -204,9 +202,9 @@ warmup_of() { case $1 in "torch compile"*) echo 2 ;; *) echo 1 ;; esac; }
 cal_precisions="fp32"; [ $torch_bf16 = 1 ] && cal_precisions="fp32 bf16"
 : > "$tmp/plan"
 if [ "$CALIBRATE" = 1 ]; then
-    for pass in $(seq 1 "$CAL_PASSES"); do for cand in "${CANDIDATES[@]}"; do for prec in $cal_precisions; do
+    for cand in "${CANDIDATES[@]}"; do for prec in $cal_precisions; do
         echo "torch_eager_$prec ${CAL_SHAPE/x/ } $((CAL_STEPS + 1)) calibration $prec $cand, AdamW fused" >> "$tmp/plan"
-    done; done; done
+    done; done
     for prec in $cal_precisions; do
         echo "torch_eager_$prec ${CAL_SHAPE/x/ } $((CAL_STEPS + 1)) calibration $prec, AdamW foreach" >> "$tmp/plan"
     done
@@ -280,17 +278,12 @@ if [ "$CALIBRATE" = 1 ]; then
             if [ "$1" = fp32 ]; then best_fp32=$2 opt_fp32=$3; else best_bf16=$2 opt_bf16=$3; fi
         fi
     }
-    # every candidate CAL_PASSES times, the passes one after the other: on a Xeon with AMX (2026-12-02) bf16
-    # with OMP_WAIT_POLICY=ACTIVE ran a T=64 step in 1300 ms in one process and 435-480 in the next ones,
-    # and a single pass kept PASSIVE (about 570)
-    for pass in $(seq 1 "$CAL_PASSES"); do
-        for cand in "${CANDIDATES[@]}"; do
-            for prec in $cal_precisions; do calibrate $prec "$cand" fused; done
-        done
+    for cand in "${CANDIDATES[@]}"; do
+        for prec in $cal_precisions; do calibrate $prec "$cand" fused; done
     done
     calibrate fp32 "$best_fp32" foreach
     [ $torch_bf16 = 1 ] && calibrate bf16 "$best_bf16" foreach
-    setting_note="the fastest of ${#CANDIDATES[@]} candidates with fused AdamW, each run $CAL_PASSES times, then foreach AdamW, in calibration"
+    setting_note="the fastest of ${#CANDIDATES[@]} candidates with fused AdamW, then foreach AdamW, in calibration"
 else
     setting_note="calibration skipped: CALIBRATE=0"
 fi
