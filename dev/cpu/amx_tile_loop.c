@@ -12,6 +12,12 @@ B, kw pairs: the layout of llmc/gemm_kernel_amx.h), timed against each other in 
   tile     gemm_tile_amx per tile into the mc x nc block of a C of ldc columns, fetching the
            next tile's C as gemm_macro_kernel has it do: what the GEMM's tiles do
 
+  beside   (one thread, after the table) a 32 x 32 product of 32 pairs, attention's scores at hs = 64,
+           stored to L1, and a vector pass over its 1024 results (vec_exp, written back, as the
+           softmax does): each alone, alternated as attention runs them, and four products then
+           four passes. If the core overlapped tile and vector work, alternated would cost less
+           than the sum of the two alone.
+
 So bare against peak is the cost of feeding A and B, bare at
 kw = 384 against 192 or 128 that of their panels outgrowing L1 (48 KiB each at 384 pairs), scratch
 against bare that of a tile's start and end (the accumulators loaded, stored, the pipeline
@@ -109,6 +115,84 @@ static void fill_pairs(float *x, size_t n, uint64_t seed) {
     }
 }
 
+// beside: a 32 x 32 product over kw pairs (A and B in L1) into c (32 x 32, rows 32 floats apart)
+GEMM_AMX_TARGET
+static void beside_product(const char *a, const char *b, int kw, float *c) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int q = 0; q < kw; q += GEMM_AMX_KP) {
+        const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
+        _tile_loadd(4, aq, 64);
+        _tile_loadd(6, bq, GEMM_AMX_NR * 4);
+        _tile_loadd(7, bq + 64, GEMM_AMX_NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, aq + 16 * 64, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, 128);
+    _tile_stored(1, c + 16, 128);
+    _tile_stored(2, c + 512, 128);
+    _tile_stored(3, c + 528, 128);
+}
+
+// beside: the vector pass over a product's 1024 results, written back; returns their sum.
+static float beside_pass(float *c) {
+    vfloat acc = vec_set1(0.0f);
+    for (int i = 0; i < 1024; i += VEC_WIDTH) {
+        const vfloat e = vec_exp(vec_load(c + i) * vec_set1(1e-3f));
+        vec_store(c + i, e);
+        acc += e;
+    }
+    return vec_sum(acc);
+}
+
+// beside: ns per product and pass, by mode: 0 product alone, 1 pass alone, 2 alternated,
+// 3 four products then their four passes.
+static double beside_ns(int mode, const char *a, const char *b, int kw, float *c) {
+    const int reps = 20000;
+    float keep = 0.0f;
+    const double t0 = now_seconds();
+    for (int r = 0; r < reps; r += 4) {
+        for (int i = 0; i < 4; i++) {
+            if (mode != 1) { beside_product(a, b, kw, c + i * 1024); }
+            if (mode == 1 || mode == 2) { keep += beside_pass(c + i * 1024); }
+        }
+        for (int i = 0; mode == 3 && i < 4; i++) { keep += beside_pass(c + i * 1024); }
+        for (int i = 0; mode != 1 && i < 4 * 1024; i += 97) { c[i] = 0.5f; }  // finite inputs for the passes
+    }
+    const double ns = (now_seconds() - t0) * 1e9 / reps;
+    if (keep == 12345.0f) { printf(" "); }
+    return ns;
+}
+
+static void beside_table(int rounds) {
+    const int kw = 32;
+    float *a = buffer((size_t)GEMM_AMX_MR * kw), *b = buffer((size_t)GEMM_AMX_NR * kw), *c = buffer(4 * 1024);
+    fill_pairs(a, (size_t)GEMM_AMX_MR * kw, 7);
+    fill_pairs(b, (size_t)GEMM_AMX_NR * kw, 8);
+    for (int i = 0; i < 4 * 1024; i++) { c[i] = 0.5f; }
+    gemm_amx_thread_init();
+    static const char *names[] = {"product alone", "pass alone", "alternated", "4 products, 4 passes"};
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
+    for (int r = 0; r < rounds; r++) {
+        for (int m = 0; m < 4; m++) {
+            const double ns = beside_ns(m, (const char *)a, (const char *)b, kw, c);
+            best[m] = ns < best[m] ? ns : best[m];
+        }
+    }
+    printf("\nbeside: a 32 x 32 product of %d pairs and a vector pass over its results, one thread, best of %d rounds\n",
+           kw, rounds);
+    for (int m = 0; m < 4; m++) { printf("  %-22s %7.1f ns\n", names[m], best[m]); }
+    printf("  alternated against the two alone: %.2fx (below 1: they overlap)\n", best[2] / (best[0] + best[1]));
+    free(a);
+    free(b);
+    free(c);
+}
+
 // One round of variant x on every thread: GFLOP/s per thread.
 static double time_variant(const variant *x) {
     const double flops_per_rep = 4.0 * x->mc * x->nc * x->kw;  // 2 flops x 2 k's a pair
@@ -180,6 +264,7 @@ int main(int argc, char **argv) {
         printf("%-8s %4d %4d %5d %5d %3d %5d  %6.0f %6.0f\n", mode_names[x->mode], x->kw, x->mc, x->nc, x->ldc, x->cin,
                x->fetch, best[v], sum[v] / rounds);
     }
+    beside_table(rounds);
     return 0;
 }
 #else
