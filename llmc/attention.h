@@ -39,7 +39,8 @@ which also time every step against it and against a (T,T)-materializing one):
   query side (Q and dout as pairs) is packed for all of the head's query blocks
   first, since each query block meets every key block up to its own. dK and dV
   of the key block stay in stack tiles for the whole inner loop; dQ of the query
-  block is added into dqkv after each pair of blocks. With one head per task no
+  block is added into dqkv after each pair of blocks (AMX: summed on the tiles in
+  the thread's buffer, into dqkv once the head is done). With one head per task no
   two threads ever write the same element: no atomics, and the result does not
   depend on the thread count or schedule. Every head costs the same, so B*NH
   heads keep the threads evenly busy when B*NH is a multiple of their number
@@ -64,7 +65,7 @@ dS are computed for the whole diagonal block and masked to 0 there, so the produ
 edge. The tiles' sums are not vdpbf16ps's bits: that path is checked at the bf16 tolerances.
 
 Limits: hs <= 128 and T <= 8192 (sizes of the stack tiles; both calls die
-beyond them). Stack per thread: about 250 KB forward and 410 KB backward (GCC 12's
+beyond them). Stack per thread: about 250 KB forward and 380 KB backward (GCC 12's
 -fstack-usage, AVX2 or AVX-512, the packing's frames included); a thread's default stack is 2-8 MB.
 
 Vector width: ATTN_VW = VEC_WIDTH (vecmath.h: 16 floats with AVX-512, 8 with AVX,
@@ -545,7 +546,6 @@ struct attn_bwd_operands {
             uint32_t dsr2[ATTN_BLK * ATTN_BLK] __attribute__((aligned(64)));
         };
     };
-    float dqb[ATTN_BLK * ATTN_MAX_HS] __attribute__((aligned(64)));  // AMX: dS K of the query block (BLK x hs_pad)
 };
 
 // bf16: the query side of the products, packed once per head rather than once per (key block,
@@ -558,18 +558,20 @@ struct attn_bwd_operands {
 struct attn_bwd_queries {
     uint32_t *q2, *go2, *qt2, *got2;
     ptrdiff_t ld, blk, blk_t;
+    float *dq;  // AMX: the head's dQ / scale, summed on the tiles over the key blocks (rows hs_pad apart)
 };
 
 // The layout of struct attn_bwd_queries for head size hs (no buffer yet), and its words for T positions.
 static struct attn_bwd_queries attn_bwd_queries_layout(int hs, attn_arith arith) {
     const int amx = arith == ATTN_BF16_AMX, ld = amx ? attn_round16((hs + 1) / 2) : attn_k(arith, hs);
     const ptrdiff_t blk_t = amx ? attn_round16(hs) * (ATTN_BLK / 2) : hs * attn_k(arith, ATTN_BLK);
-    const struct attn_bwd_queries Q = {NULL, NULL, NULL, NULL, ld, (ptrdiff_t)ATTN_BLK * ld, blk_t};
+    const struct attn_bwd_queries Q = {NULL, NULL, NULL, NULL, ld, (ptrdiff_t)ATTN_BLK * ld, blk_t, NULL};
     return Q;
 }
 static size_t attn_bwd_queries_words(int T, int hs, attn_arith arith) {
     const struct attn_bwd_queries Q = attn_bwd_queries_layout(hs, arith);
-    return (size_t)((T + ATTN_BLK - 1) / ATTN_BLK) * 2 * (size_t)(Q.blk + Q.blk_t);
+    const size_t n_blocks = (size_t)((T + ATTN_BLK - 1) / ATTN_BLK), hs_pad = (size_t)((hs + ATTN_W - 1) / ATTN_W * ATTN_W);
+    return n_blocks * 2 * (size_t)(Q.blk + Q.blk_t) + (arith == ATTN_BF16_AMX ? n_blocks * ATTN_BLK * hs_pad : 0);
 }
 
 // Packs the query side of head (q: its first query, rows C3 apart; go: its first dout row, C apart) into ws.
@@ -580,6 +582,7 @@ static struct attn_bwd_queries attn_bwd_pack_queries(uint32_t *ws, const float *
     const int n_blocks = (T + ATTN_BLK - 1) / ATTN_BLK;
     Q.q2 = ws, Q.go2 = ws + n_blocks * Q.blk;
     Q.qt2 = Q.go2 + n_blocks * Q.blk, Q.got2 = Q.qt2 + n_blocks * Q.blk_t;
+    if (arith == ATTN_BF16_AMX) { Q.dq = (float *)(Q.got2 + n_blocks * Q.blk_t); }
     for (int i = 0; i < n_blocks; i++) {
         const int q0 = i * ATTN_BLK, nq = attn_min(ATTN_BLK, T - q0);
         uint32_t *q2 = Q.q2 + i * Q.blk, *go2 = Q.go2 + i * Q.blk, *qt2 = Q.qt2 + i * Q.blk_t, *got2 = Q.got2 + i * Q.blk_t;
@@ -602,14 +605,13 @@ static struct attn_bwd_queries attn_bwd_pack_queries(uint32_t *ws, const float *
 // followed by its vector pass; the operands of the key block (kt2, vt2, kp2) are packed, padded
 // with zero words to whole tiles, and pb, dsb, dkt, dvt are attn_bwd_head's. P and dS are
 // computed for the whole block, 0 on the diagonal where the key comes after the query, so the
-// products to dV, dK and dQ need no ragged edge. Q holds the query side (i: the query block),
-// dq points at the block's first dQ row; first: dQ's first key block (see attn_bwd_q).
+// products to dV, dK and dQ need no ragged edge. Q holds the query side (i: the query block) and
+// the head's dQ sums; first: dQ's first key block (its sums start from zero).
 static void attn_bwd_block_amx(struct attn_bwd_operands *op, const struct attn_bwd_queries *Q, int i, float *pb,
-                               float *dsb, float *dkt, float *dvt, float *dq, const float *row_lse,
-                               const float *row_D, int nq, int nk, int diag, int first, int hs, int C, float scale) {
+                               float *dsb, float *dkt, float *dvt, const float *row_lse, const float *row_D, int nq,
+                               int nk, int diag, int first, int hs, float scale) {
     const int kp = (int)Q->ld, hs_rows = attn_round16(hs);
     const int hs_pad = (hs + ATTN_W - 1) / ATTN_W * ATTN_W, nq16 = attn_round16(nq);
-    const ptrdiff_t C3 = 3 * (ptrdiff_t)C;
     // S = Q K^T into pb and dP = dout V^T into dsb, then P and dS in their place
     attn_amx_product(pb, ATTN_BLK, Q->q2 + i * Q->blk, kp, op->kt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
     attn_amx_product(dsb, ATTN_BLK, Q->go2 + i * Q->blk, kp, op->vt2, ATTN_BLK, nq16, ATTN_BLK, kp, 0);
@@ -626,19 +628,12 @@ static void attn_bwd_block_amx(struct attn_bwd_operands *op, const struct attn_b
     attn_pack_row_pairs_tiles(op->dsb2, ATTN_BLK, dsb, ATTN_BLK, nq, ATTN_BLK);
     attn_amx_product(dvt, ATTN_BLK, Q->got2 + i * Q->blk_t, ATTN_BLK / 2, op->pb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
     attn_amx_product(dkt, ATTN_BLK, Q->qt2 + i * Q->blk_t, ATTN_BLK / 2, op->dsb2, ATTN_BLK, hs_rows, ATTN_BLK, kq, 1);
-    // dQ = scale dS K over the key block's pairs of keys
+    // dQ / scale += dS K over the key block's pairs of keys, on the tiles (scaled into dqkv once
+    // the head is done: attn_bwd_head)
     const int kk = attn_round16((nk + 1) / 2);
     attn_pack_col_pairs_tiles(op->dsr2, ATTN_BLK / 2, dsb, ATTN_BLK, nq, nk);
-    attn_amx_product(op->dqb, hs_pad, op->dsr2, ATTN_BLK / 2, op->kp2, hs_pad, nq16, hs_pad, kk, 0);
-    for (int i = 0; i < nq; i++) {
-        float *dst = dq + i * C3;
-        const float *add = op->dqb + i * hs_pad;
-        if (first) {
-            for (int d = 0; d < hs; d++) { dst[d] = 0.0f + add[d] * scale; }
-        } else {
-            for (int d = 0; d < hs; d++) { dst[d] += add[d] * scale; }
-        }
-    }
+    attn_amx_product(Q->dq + (ptrdiff_t)i * ATTN_BLK * hs_pad, hs_pad, op->dsr2, ATTN_BLK / 2, op->kp2, hs_pad, nq16,
+                     hs_pad, kk, !first);
 }
 
 // All of head h of batch element b.
@@ -697,8 +692,8 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
             const int nq = attn_min(ATTN_BLK, T - q0);
             const int diag = q0 == k0;
             if (amx) {
-                attn_bwd_block_amx(&op, &Q, q0 / ATTN_BLK, pb, dsb, dkt, dvt, dq + q0 * C3, head_lse + q0, head_D + q0,
-                                   nq, nk, diag, k0 == 0, hs, C, scale);
+                attn_bwd_block_amx(&op, &Q, q0 / ATTN_BLK, pb, dsb, dkt, dvt, head_lse + q0, head_D + q0, nq, nk, diag,
+                                   k0 == 0, hs, scale);
                 continue;
             }
             // the query block's Q and dout: pairs of channels and of queries (bf16), or rows (fp32)
@@ -761,6 +756,9 @@ static void attn_bwd_head(float *dqkv, const float *dout, const float *out, cons
         }
         attn_transpose(dk + k0 * C3, C3, dkt, ATTN_BLK, nk, hs, scale, ATTN_SET_SCALED);
         attn_transpose(dv + k0 * C3, C3, dvt, ATTN_BLK, nk, hs, 1.0f, ATTN_SET_SCALED);
+    }
+    for (int t = 0; amx && t < T; t++) {  // dQ = scale (dS K summed over the key blocks)
+        for (int d = 0; d < hs; d++) { dq[t * C3 + d] = Q.dq[t * hs_pad + d] * scale; }
     }
 }
 

@@ -211,12 +211,13 @@ MUTANTS=(
     "llmc/attention_kernel.h|s/attn_pack_col_pairs(arith, words.u, rows, src, lds, nr, nc);/attn_pack_row_pairs(arith, words.u, rows, src, lds, nr, nc);/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T paired along the positions instead of the channels (vdpbf16ps path)|bf16|LLMC_BF16_PATH=avx512bf16"
     "llmc/attention_kernel.h|s/float \*d = dst + ((r0 + r) ^ swap) \* ldd + c0;/float *d = dst + (r0 + r) * ldd + c0;/;s/dst\[(r ^ swap) \* ldd + c\] =/dst[r * ldd + c] =/|h.0.att_lse|bf16 attention: Q^T, K^T and V^T as split pairs in the wrong order (emulated path)|bf16|LLMC_BF16_EMULATE=1"
     # bf16 attention on AMX tiles (built as the "AMX path" build above): the forward's mask one
-    # key late; the backward's P unmasked on the diagonal; dQ added to what dqkv held; a block
-    # product's second row of tiles fed the first's A; V^T's, dout^T's and Q^T's last channel
-    # left out of the pairs of positions
+    # key late; the backward's P unmasked on the diagonal; dQ added to what dqkv held, or its
+    # sums not restarted for the next head; a block product's second row of tiles fed the
+    # first's A; V^T's, dout^T's and Q^T's last channel left out of the pairs of positions
     "llmc/attention.h|s/\*s = attn_fwd_mask(\*s, j0 + j, q0 + v \* ATTN_VW);/*s = attn_fwd_mask(*s, j0 + j + 1, q0 + v * ATTN_VW);/|h.0.att_lse|AMX attention: causal mask off by one|bf16|LLMC_BF16_PATH=amx"
     "llmc/attention.h|s/\*p = attn_bwd_p(\*p, scale, row_lse\[i\], diag ? i - c : ATTN_BLK);/*p = attn_bwd_p(*p, scale, row_lse[i], ATTN_BLK);/|h.1.dqkv|AMX attention backward: P not masked on the diagonal|bf16|LLMC_BF16_PATH=amx"
-    "llmc/attention.h|s/for (int d = 0; d < hs; d++) { dst\[d\] = 0.0f + add\[d\] \* scale; }/for (int d = 0; d < hs; d++) { dst[d] += add[d] * scale; }/|h.0.dqkv|AMX attention backward adding dQ to what dqkv held instead of to zero|bf16|LLMC_BF16_PATH=amx"
+    "llmc/attention.h|s/dq\[t \* C3 + d\] = Q.dq\[t \* hs_pad + d\] \* scale;/dq[t * C3 + d] += Q.dq[t * hs_pad + d] * scale;/|h.0.dqkv|AMX attention backward adding dQ to what dqkv held instead of to zero|bf16|LLMC_BF16_PATH=amx"
+    "llmc/attention.h|s/hs_pad, kk, !first);/hs_pad, kk, 1);/|h.1.dqkv|AMX attention backward: a head's dQ sums not restarted (the previous head's kept)|bf16|LLMC_BF16_PATH=amx"
     "llmc/attention_kernel.h|s/GEMM_AMX_LOAD(5, a + (i0 + 16) \* lda + p, lda \* 4);/GEMM_AMX_LOAD(5, a + i0 * lda + p, lda * 4);/|h.0.att_lse|AMX attention: rows 16-31 of a block product multiplied from rows 0-15's A tile|bf16|LLMC_BF16_PATH=amx"
     "llmc/attention_kernel.h|s/attn_transpose((float \*)dst, ldd, words.f, nc, nc, np, 1.0f, ATTN_COPY);/attn_transpose((float *)dst, ldd, words.f, nc, nc - 1, np, 1.0f, ATTN_COPY);/|h.0.atty|AMX attention: the last channel left out of V^T's pairs of keys|bf16|LLMC_BF16_PATH=amx"
 )
