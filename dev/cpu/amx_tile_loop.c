@@ -12,7 +12,7 @@ B, kw pairs: the layout of llmc/gemm_kernel_amx.h), timed against each other in 
   tile     gemm_tile_amx per tile into the mc x nc block of a C of ldc columns, fetching the
            next tile's C as gemm_macro_kernel has it do: what the GEMM's tiles do
 
-  beside   (one thread, after the table) a 32 x 32 product of 32 pairs, attention's scores at hs = 64,
+  beside   (one thread, after the table) attn_amx_product of 32 x 32 over 32 pairs (attention's scores at hs = 64),
            stored to L1, and a vector pass over its 1024 results (vec_exp, written back, as the
            softmax does): each alone, alternated as attention runs them, and four products then
            four passes. If the core overlapped tile and vector work, alternated would cost less
@@ -34,6 +34,7 @@ it says so and exits 0. Results: dev/cpu/results/2026-11-27-xeon-amx/run16-20.
 
 #include "amx_peak.h"
 #include "common.h"
+#include "llmc/attention_kernel.h"  // attn_amx_product, the products beside
 #include "llmc/gemm.h"
 
 #if GEMM_HAVE_AMX_KERNEL && !defined(GEMM_AMX_EMULATE)
@@ -115,30 +116,6 @@ static void fill_pairs(float *x, size_t n, uint64_t seed) {
     }
 }
 
-// beside: a 32 x 32 product over kw pairs (A and B in L1) into c (32 x 32, rows 32 floats apart)
-GEMM_AMX_TARGET
-static void beside_product(const char *a, const char *b, int kw, float *c) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int q = 0; q < kw; q += GEMM_AMX_KP) {
-        const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
-        _tile_loadd(4, aq, 64);
-        _tile_loadd(6, bq, GEMM_AMX_NR * 4);
-        _tile_loadd(7, bq + 64, GEMM_AMX_NR * 4);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, aq + 16 * 64, 64);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_stored(0, c, 128);
-    _tile_stored(1, c + 16, 128);
-    _tile_stored(2, c + 512, 128);
-    _tile_stored(3, c + 528, 128);
-}
-
 // beside: the vector pass over a product's 1024 results, written back; returns their sum.
 static float beside_pass(float *c) {
     vfloat acc = vec_set1(0.0f);
@@ -151,14 +128,15 @@ static float beside_pass(float *c) {
 }
 
 // beside: ns per product and pass, by mode: 0 product alone, 1 pass alone, 2 alternated,
-// 3 four products then their four passes.
-static double beside_ns(int mode, const char *a, const char *b, int kw, float *c) {
+// 3 four products then their four passes. A product is attention's (attn_amx_product): 32 x 32
+// results from a (32 rows of kw pair words) and b (kw rows of 32 words), both in L1.
+static double beside_ns(int mode, const uint32_t *a, const uint32_t *b, int kw, float *c) {
     const int reps = 20000;
     float keep = 0.0f;
     const double t0 = now_seconds();
     for (int r = 0; r < reps; r += 4) {
         for (int i = 0; i < 4; i++) {
-            if (mode != 1) { beside_product(a, b, kw, c + i * 1024); }
+            if (mode != 1) { attn_amx_product(c + i * 1024, 32, a, kw, b, 32, 32, 32, kw, 0); }
             if (mode == 1 || mode == 2) { keep += beside_pass(c + i * 1024); }
         }
         for (int i = 0; mode == 3 && i < 4; i++) { keep += beside_pass(c + i * 1024); }
@@ -180,7 +158,7 @@ static void beside_table(int rounds) {
     double best[4] = {1e30, 1e30, 1e30, 1e30};
     for (int r = 0; r < rounds; r++) {
         for (int m = 0; m < 4; m++) {
-            const double ns = beside_ns(m, (const char *)a, (const char *)b, kw, c);
+            const double ns = beside_ns(m, (const uint32_t *)a, (const uint32_t *)b, kw, c);
             best[m] = ns < best[m] ? ns : best[m];
         }
     }
