@@ -545,7 +545,7 @@ static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, cons
             gemm_tile_ep(next, ep, c, ldc, (size_t)(ic + next_ir), (size_t)(jc + next_jr), first, last);
             tep->next_c = c + (size_t)(ic + next_ir) * ldc + (size_t)(jc + next_jr);
             tep->next_cin = next->cin != tep->next_c ? next->cin : NULL;
-            tep->next_pre = next->pre;
+            tep->next_pre = gemm_pre_streams(next->pre, next->ldpre) ? NULL : next->pre;
         }
         if (checkerboard) { tep->k_reverse = (int)(((size_t)(ic + ir) / g->mr + (size_t)(jc + jr) / g->nr) & 1); }
         g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, tep, pf);
@@ -774,6 +774,7 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
     }
     gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, N, c, ldc, ep, gemm_thread_buffer[tid],
                    apacked, nc);
+    if (ep != NULL && ep->pre != NULL) { vec_stream_fence(); }  // pre's streamed lines (gemm_pre_streams)
     if (share_a && flush_a) {
         for (int part = 0; part < tn; part++) {
             if (part != tj) { gemm_flush_a_part(g, part, tn, m0, m1, K, group); }

@@ -71,7 +71,8 @@ static void matmul_forward_residual(float *out, const float *residual, const flo
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + exp(-2u)) by
 // gelu_vec (gelu.h), the same function as gelu_forward's: the same bits as the product followed
 // by gelu_forward (dev/cpu/gemm_check.c checks it against float64). pre may be NULL (not
-// stored); pre and out must not overlap.
+// stored); pre and out must not overlap. pre, read next by the backward pass, is written around
+// the caches where its rows are aligned to whole vectors (gemm_kernel.h's gemm_pre_streams).
 static void matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight,
                                 const uint16_t *weight16, const float *bias, int BT, int C, int OC) {
     if (matmul_one_row(BT)) { gemv(out, NULL, inp, weight, bias, C, OC, 1, pre); return; }

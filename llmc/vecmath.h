@@ -77,6 +77,26 @@ typedef float vfloat_u __attribute__((vector_size(VEC_WIDTH * sizeof(float)), al
 
 VEC_INLINE vfloat vec_load(const float *p) { return *(const vfloat_u *)p; }
 VEC_INLINE void vec_store(float *p, vfloat v) { *(vfloat_u *)p = v; }
+// v to p, aligned to a whole vector, by a non-temporal store where the target has one (around
+// the caches: no read for ownership of the line), for data read again only long after; else a
+// plain store. They are weakly ordered: a thread calls vec_stream_fence after its last one,
+// before another thread may read them.
+VEC_INLINE void vec_stream(float *p, vfloat v) {
+#if VEC_WIDTH == 16 && defined(__AVX512F__)
+    _mm512_stream_ps(p, (__m512)v);
+#elif VEC_WIDTH == 8 && defined(__AVX__)
+    _mm256_stream_ps(p, (__m256)v);
+#elif VEC_WIDTH == 4 && defined(__SSE2__)
+    _mm_stream_ps(p, (__m128)v);
+#else
+    *(vfloat *)p = v;
+#endif
+}
+static inline void vec_stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
 VEC_INLINE vfloat vec_set1(float x) { return (vfloat){0} + x; }
 
 // x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero: to nearest, ties to
