@@ -112,7 +112,7 @@ MUTANTS=(
     "llmc/gemm_kernel_amx.h|s/const int q = (reverse ? steps - 1 - s : s) \* GEMM_AMX_KP;/const int q = (reverse ? steps - s : s) * GEMM_AMX_KP;/|2|AMX tile: every other tile's k steps, run last to first, one step off (its first skipped, one past its panel read)"
     "llmc/gemm_kernel_amx.h|s/    if (straight) { out = c, ld_out = ldc; }/    if (straight) { out = c, ld_out = GEMM_AMX_NR; }/|2|AMX tile: a whole tile stored straight to C with the scratch tile's row length"
     "llmc/gemm_kernel.h|s/            if (ep->bias != NULL) { v += \*(const gemm_vfu \*)(ep->bias + j); }/            if (ep->bias != NULL) { v += *(const gemm_vfu *)(ep->bias); }/|2|the shared epilogue in registers, AMX's whole tiles (a row of two vectors): every vector of a row given the first columns' bias"
-    "llmc/gemm_kernel.h|s/                if (ep->pre != NULL) { \*(gemm_vfu \*)(ep->pre + i \* ep->ldpre + j) = v; }/                if (ep->pre != NULL) { *(gemm_vfu *)(ep->pre + j) = v; }/|1|the shared epilogue in registers (native edge tiles, AMX whole tiles): every row's value before GELU kept in pre's first row"
+    "llmc/gemm_kernel.h|s/(ep->pre + i \* ep->ldpre + j\([,)]\)/(ep->pre + j\1/g|1|the shared epilogue in registers (native edge tiles, AMX whole tiles): every row's value before GELU kept in pre's first row"
 )
 has_bf16=0
 grep -q avx512_bf16 /proc/cpuinfo && has_bf16=1
