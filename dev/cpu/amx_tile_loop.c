@@ -6,11 +6,22 @@ B, kw pairs: the layout of llmc/gemm_kernel_amx.h), timed against each other in 
   peak     amx_peak.h's loop (four TDPBF16PS on tiles loaded once, no memory traffic) for as
            many TDPBF16PS as the block has, on random operands; peak-0 on zeros
   bare     the k loop of every 32 x 32 tile of the block (four tile loads and four TDPBF16PS
-           per 16 pairs), into the same four accumulators: A and B from L1 or L2, no C at all
+           per 16 pairs), into the same four accumulators: A and B from L1 or L2, no C at all;
+           +rev: every other tile's k steps last to first (the GEMM's checkerboard);
+           +store: each tile's accumulators stored to an L1 tile at its end; +drain: stored and
+           zeroed (what a tile call's end and start do); +pipe: drained, with the next tile's
+           first k step on the top accumulators issued before the bottom ones are stored
   scratch  gemm_tile_amx per tile, its C one 4 KiB tile (in L1): the accumulators start from
            zero or from it (cin) and go back to it at the tile's end
   tile     gemm_tile_amx per tile into the mc x nc block of a C of ldc columns, fetching the
            next tile's C as gemm_macro_kernel has it do: what the GEMM's tiles do
+  ils      the tile's accumulators stored to one of two L1 staging tiles, copied to C by vector
+           stores interleaved with the next tile's k steps (oneDNN's brgemm can interleave so)
+  direct   gemm_tile_amx's k loop inline, stored straight to C; fetch picks how the next tile's
+           C is fetched (direct_block: 1 as the GEMM, 2-6 other hints and distances) or 7: no
+           fetch, stored through an L1 staging tile by non-temporal stores (no read for
+           ownership); -cold: each rep writes a new block of C (192 in turn), so C's lines come
+           from memory, as where a product writes its output once (the step's)
 
   beside   (one thread, after the table) attn_amx_product of 32 x 32 over 32 pairs (attention's scores at hs = 64),
            stored to L1, and a vector pass over its 1024 results (vec_exp, written back, as the
@@ -18,17 +29,21 @@ B, kw pairs: the layout of llmc/gemm_kernel_amx.h), timed against each other in 
            four passes. If the core overlapped tile and vector work, alternated would cost less
            than the sum of the two alone.
 
-So bare against peak is the cost of feeding A and B, bare at
-kw = 384 against 192 or 128 that of their panels outgrowing L1 (48 KiB each at 384 pairs), scratch
-against bare that of a tile's start and end (the accumulators loaded, stored, the pipeline
-drained), and tile against scratch that of C in memory. The operands are random bf16s: the
+So bare against peak is the cost of feeding A and B, bare at kw = 384 against 192 or 128 that of
+their panels outgrowing L1 (48 KiB each at 384 pairs), scratch against bare that of a tile's start
+and end (the accumulators loaded, stored, the pipeline drained), tile against scratch that of C
+in memory, direct-cold against tile that of C's lines coming from memory rather than L3, and
+fetch 7 what writing C without reading it first would save. The operands are random bf16s: the
 lent Xeon's TDPBF16PS runs faster on zeros (peak-0 against peak). Its speed also drifts within
 a minute (see dev/cpu/README.md), so each variant runs once a round, and the best of the
 rounds is the figure to compare (the mean shows the drift).
 
     OMP_NUM_THREADS=2 taskset -c 0,1 ./amx_tile_loop [ROUNDS] [huge]   # 20 rounds by default
+    AMX_LOOP_GFLOP=60 ...    # each variant's work per round and thread (default 4 GFLOP: milliseconds,
+                             # too short where the host's speed moves within milliseconds)
 huge: the buffers 2 MiB aligned and marked MADV_HUGEPAGE (transparent huge pages). Without AMX
-it says so and exits 0. Results: dev/cpu/results/2026-11-27-xeon-amx/run16-20.
+it says so and exits 0. Results: dev/cpu/results/2026-11-27-xeon-amx/run16-20, and
+dev/cpu/results/2026-12-03-xeon-amx/amx_tile_loop_*.txt (the ends, ils, direct and cold variants).
 */
 #include <sys/mman.h>
 
@@ -38,26 +53,67 @@ it says so and exits 0. Results: dev/cpu/results/2026-11-27-xeon-amx/run16-20.
 #include "llmc/gemm.h"
 
 #if GEMM_HAVE_AMX_KERNEL && !defined(GEMM_AMX_EMULATE)
-enum { PEAK, PEAK_ZEROS, BARE, SCRATCH, TILE };
-static const char *mode_names[] = {"peak", "peak-0", "bare", "scratch", "tile"};
+enum { PEAK, PEAK_ZEROS, BARE, SCRATCH, TILE, ILS, DIRECT };
+static const char *mode_names[] = {"peak", "peak-0", "bare", "scratch", "tile", "ils", "direct"};
 
 typedef struct {
     int mode, kw, mc, nc, ldc;
+    int end;    // bare: how each tile ends (END_*)
+    int cold;   // direct: each rep writes the next of COLD_REGIONS blocks of C (so C comes from memory)
     int cin;    // the accumulators start from C (a k block after the first)
     int fetch;  // tile: the next tile's C fetched into L2 (gemm_tile_epilogue's next_c)
 } variant;
 
+// How a bare block ends each tile (the accumulators go on into the next tile unless drained):
+// none; STORE: the four stored to an L1 scratch tile; DRAIN: stored, then zeroed, as every
+// gemm_tile_amx call does; PIPE: drained, but the next tile's first k step on the top two
+// accumulators issued before the bottom two are stored (stores interleaved with tile work);
+// and REV (added to any of them): the tiles' k steps in the GEMM's checkerboard (every other
+// tile last to first, so that it starts on the panel lines the tile before ended on).
+enum { END_NONE, END_STORE, END_DRAIN, END_PIPE, REV = 4 };
+static const char *end_names[] = {"", "+store", "+drain", "+pipe", "+rev", "+store+rev", "+drain+rev", "+pipe+rev"};
+
 GEMM_AMX_TARGET
-static void bare_block(int mc, int nc, int kw, const char *abuf, const char *bbuf, int reps) {
+static void bare_block(int mc, int nc, int kw, const char *abuf, const char *bbuf, int reps, int end) {
+    float scratch[GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
+    const int steps = kw / GEMM_AMX_KP;
+    int first = 1, parity = 0;
+    const int rev = end & REV;
+    end &= ~REV;
     for (int rep = 0; rep < reps; rep++) {
         for (int jr = 0; jr < nc; jr += GEMM_AMX_NR) {  // as gemm_macro_kernel: B panel outer, A inner
             for (int ir = 0; ir < mc; ir += GEMM_AMX_MR) {
                 const char *a = abuf + (size_t)ir * kw * 4, *b = bbuf + (size_t)jr * kw * 4;
-                for (int q = 0; q < kw; q += GEMM_AMX_KP) {
+                const int reverse = rev && (parity++ & 1);
+                int s0 = 0;
+                if (end == END_PIPE && !first) {  // the last tile's bottom half still to store
+                    const size_t q0 = (size_t)(reverse ? steps - 1 : 0) * GEMM_AMX_KP;
+                    const char *a0 = a + q0 * GEMM_AMX_MR * 4, *b0 = b + q0 * GEMM_AMX_NR * 4;
+                    _tile_stored(0, scratch, GEMM_AMX_NR * 4);
+                    _tile_zero(0);
+                    _tile_stored(1, scratch + 16, GEMM_AMX_NR * 4);
+                    _tile_zero(1);
+                    _tile_loadd(4, a0, 64);
+                    _tile_loadd(6, b0, GEMM_AMX_NR * 4);
+                    _tile_loadd(7, b0 + 64, GEMM_AMX_NR * 4);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_stored(2, scratch + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
+                    _tile_zero(2);
+                    _tile_stored(3, scratch + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
+                    _tile_zero(3);
+                    _tile_loadd(5, a0 + 16 * 64, 64);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                    s0 = 1;
+                }
+                first = 0;
+                for (int s = s0; s < steps; s++) {
+                    const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
                     const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
                     _tile_loadd(4, aq, 64);
                     _tile_loadd(6, bq, GEMM_AMX_NR * 4);
@@ -68,12 +124,23 @@ static void bare_block(int mc, int nc, int kw, const char *abuf, const char *bbu
                     _tile_dpbf16ps(2, 5, 6);
                     _tile_dpbf16ps(3, 5, 7);
                 }
+                if (end == END_STORE || end == END_DRAIN) {
+                    _tile_stored(0, scratch, GEMM_AMX_NR * 4);
+                    _tile_stored(1, scratch + 16, GEMM_AMX_NR * 4);
+                    _tile_stored(2, scratch + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
+                    _tile_stored(3, scratch + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
+                }
+                if (end == END_DRAIN) {
+                    _tile_zero(0);
+                    _tile_zero(1);
+                    _tile_zero(2);
+                    _tile_zero(3);
+                }
             }
         }
     }
-    float out[256] __attribute__((aligned(64)));
-    _tile_stored(0, out, 64);
-    if (out[0] == 12345.0f) { printf(" "); }  // keeps the loop
+    _tile_stored(0, scratch, 64);
+    if (scratch[0] == 12345.0f) { printf(" "); }  // keeps the loop
 }
 
 static void tile_block(const variant *x, const float *abuf, const float *bbuf, float *c, int reps) {
@@ -86,6 +153,9 @@ static void tile_block(const variant *x, const float *abuf, const float *bbuf, f
                 const ptrdiff_t ld = to_scratch ? GEMM_AMX_NR : x->ldc;
                 gemm_tile_epilogue ep = {0};
                 if (x->cin) { ep.cin = ct, ep.ldcin = ld; }
+                if (GEMM_AMX_K_REVERSE && x->kw > GEMM_AMX_K_REVERSE_PAIRS) {  // the GEMM's checkerboard
+                    ep.k_reverse = (ir / GEMM_AMX_MR + jr / GEMM_AMX_NR) & 1;
+                }
                 const int next_ir = ir + GEMM_AMX_MR < x->mc ? ir + GEMM_AMX_MR : 0;
                 const int next_jr = ir + GEMM_AMX_MR < x->mc ? jr : jr + GEMM_AMX_NR;
                 if (x->fetch && next_jr < x->nc) { ep.next_c = c + (size_t)next_ir * x->ldc + next_jr; }
@@ -94,6 +164,147 @@ static void tile_block(const variant *x, const float *abuf, const float *bbuf, f
             }
         }
     }
+}
+
+// ils: the tile's k loop as gemm_tile_amx's (checkerboard included), the accumulators stored to
+// one of two L1 staging tiles at its end, and the tile before's staging copied to its place in C
+// by vector loads and stores, a few rows after each k step's TDPBF16PS (interleaved stores, as
+// oneDNN's brgemm can do): C's misses then overlap the next tile's products. fetch: the next
+// tile's rows of C are fetched into L2 as the tile runs (as gemm_tile_amx's next_c).
+GEMM_AMX_TARGET
+static void ils_block(const variant *x, const char *abuf, const char *bbuf, float *c, int reps) {
+    float stage[2][GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
+    const int kw = x->kw, steps = kw / GEMM_AMX_KP, ldc = x->ldc;
+    const int rows_per_step = steps > 1 ? (GEMM_AMX_MR + steps - 2) / (steps - 1) : GEMM_AMX_MR;  // all by the last step
+    float *pend = NULL;
+    int pend_buf = 0, pend_row = GEMM_AMX_MR, cur = 0;
+    for (int rep = 0; rep < reps; rep++) {
+        for (int jr = 0; jr < x->nc; jr += GEMM_AMX_NR) {
+            for (int ir = 0; ir < x->mc; ir += GEMM_AMX_MR) {
+                const char *a = abuf + (size_t)ir * kw * 4, *b = bbuf + (size_t)jr * kw * 4;
+                const int reverse = GEMM_AMX_K_REVERSE && kw > GEMM_AMX_K_REVERSE_PAIRS && ((ir / GEMM_AMX_MR + jr / GEMM_AMX_NR) & 1);
+                const int next_ir = ir + GEMM_AMX_MR < x->mc ? ir + GEMM_AMX_MR : 0;
+                const int next_jr = ir + GEMM_AMX_MR < x->mc ? jr : jr + GEMM_AMX_NR;
+                const float *next_c = x->fetch && next_jr < x->nc ? c + (size_t)next_ir * ldc + next_jr : NULL;
+                const int fetch_rows = (GEMM_AMX_MR + steps - 1) / steps;
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                for (int s = 0; s < steps; s++) {
+                    const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
+                    const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
+                    _tile_loadd(4, aq, 64);
+                    _tile_loadd(6, bq, GEMM_AMX_NR * 4);
+                    _tile_loadd(7, bq + 64, GEMM_AMX_NR * 4);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_loadd(5, aq + 16 * 64, 64);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                    for (int r = 0; r < rows_per_step && pend_row < GEMM_AMX_MR; r++, pend_row++) {
+                        const float *src = stage[pend_buf] + pend_row * GEMM_AMX_NR;
+                        float *dst = pend + (size_t)pend_row * ldc;
+                        _mm512_storeu_ps(dst, _mm512_load_ps(src));
+                        _mm512_storeu_ps(dst + 16, _mm512_load_ps(src + 16));
+                    }
+                    if (next_c != NULL) {
+                        for (int r = s * fetch_rows; r < (s + 1) * fetch_rows && r < GEMM_AMX_MR; r++) {
+                            _mm_prefetch((const char *)(next_c + (size_t)r * ldc), _MM_HINT_T1);
+                            _mm_prefetch((const char *)(next_c + (size_t)r * ldc + 16), _MM_HINT_T1);
+                        }
+                    }
+                }
+                for (; pend_row < GEMM_AMX_MR; pend_row++) {
+                    memcpy(pend + (size_t)pend_row * ldc, stage[pend_buf] + pend_row * GEMM_AMX_NR, GEMM_AMX_NR * 4);
+                }
+                _tile_stored(0, stage[cur], GEMM_AMX_NR * 4);
+                _tile_stored(1, stage[cur] + 16, GEMM_AMX_NR * 4);
+                _tile_stored(2, stage[cur] + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
+                _tile_stored(3, stage[cur] + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
+                pend = c + (size_t)ir * ldc + jr, pend_buf = cur, pend_row = 0, cur ^= 1;
+            }
+        }
+    }
+    for (; pend_row < GEMM_AMX_MR; pend_row++) {
+        memcpy(pend + (size_t)pend_row * ldc, stage[pend_buf] + pend_row * GEMM_AMX_NR, GEMM_AMX_NR * 4);
+    }
+}
+
+// direct: gemm_tile_amx's k loop (checkerboard included), the accumulators zeroed at the start
+// and stored straight to C at the end by tile stores, with the next tile's rows of C fetched
+// by x->fetch's hint: 1 prefetcht1 (into L2, as gemm_tile_amx), 2 prefetcht0 (L1), 3 prefetchw
+// (L1, owned: the tile stores then need no read for ownership), spread over the k steps, or
+// (4, 5) over the second half of them only, by prefetcht0 and prefetchw; 6: prefetcht1 of the
+// tile after the next (twice the distance); 7: no fetch, the accumulators stored to an L1
+// staging tile and copied to C by non-temporal stores (no read for ownership: the bound for C
+// written once and not read soon).
+enum { COLD_REGIONS = 192 };  // 192 MiB a thread at mc 256, ldc 1024: past any L3 seen
+GEMM_AMX_TARGET
+static void direct_block(const variant *x, const char *abuf, const char *bbuf, float *c0, int reps) {
+    const int kw = x->kw, steps = kw / GEMM_AMX_KP, ldc = x->ldc, late = x->fetch >= 4;
+    const int first = late ? steps / 2 : 0, fetch_rows = (GEMM_AMX_MR + (steps - first) - 1) / (steps - first);
+    const int ahead = x->fetch == 6 ? 2 : 1, stream = x->fetch == 7;
+    float stage[GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
+    static __thread int region = 0;
+    for (int rep = 0; rep < reps; rep++) {
+        float *c = c0 + (x->cold ? (size_t)(region++ % COLD_REGIONS) * x->mc * ldc : 0);
+        for (int jr = 0; jr < x->nc; jr += GEMM_AMX_NR) {
+            for (int ir = 0; ir < x->mc; ir += GEMM_AMX_MR) {
+                const char *a = abuf + (size_t)ir * kw * 4, *b = bbuf + (size_t)jr * kw * 4;
+                const int reverse = GEMM_AMX_K_REVERSE && kw > GEMM_AMX_K_REVERSE_PAIRS && ((ir / GEMM_AMX_MR + jr / GEMM_AMX_NR) & 1);
+                const int tiles_down = x->mc / GEMM_AMX_MR, t = ir / GEMM_AMX_MR + ahead;
+                const int next_ir = (t % tiles_down) * GEMM_AMX_MR, next_jr = jr + (t / tiles_down) * GEMM_AMX_NR;
+                const char *next_c = x->fetch && !stream && next_jr < x->nc ? (const char *)(c + (size_t)next_ir * ldc + next_jr) : NULL;
+                float *ct = c + (size_t)ir * ldc + jr;
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                for (int s = 0; s < steps; s++) {
+                    const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
+                    const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
+                    if (next_c != NULL && s >= first) {
+                        for (int r = (s - first) * fetch_rows; r < (s - first + 1) * fetch_rows && r < GEMM_AMX_MR; r++) {
+                            const char *line = next_c + (size_t)r * ldc * 4;
+                            switch (x->fetch) {
+                            case 1: case 6: _mm_prefetch(line, _MM_HINT_T1), _mm_prefetch(line + 64, _MM_HINT_T1); break;
+                            case 2: case 4: _mm_prefetch(line, _MM_HINT_T0), _mm_prefetch(line + 64, _MM_HINT_T0); break;
+                            default:  // prefetchw (in every build's assembler, whatever the target)
+                                __asm__ volatile("prefetchw %0" : : "m"(*line));
+                                __asm__ volatile("prefetchw %0" : : "m"(*(line + 64)));
+                                break;
+                            }
+                        }
+                    }
+                    _tile_loadd(4, aq, 64);
+                    _tile_loadd(6, bq, GEMM_AMX_NR * 4);
+                    _tile_loadd(7, bq + 64, GEMM_AMX_NR * 4);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_loadd(5, aq + 16 * 64, 64);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+                if (stream) {
+                    _tile_stored(0, stage, GEMM_AMX_NR * 4);
+                    _tile_stored(1, stage + 16, GEMM_AMX_NR * 4);
+                    _tile_stored(2, stage + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
+                    _tile_stored(3, stage + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
+                    for (int r = 0; r < GEMM_AMX_MR; r++) {
+                        _mm512_stream_ps(ct + (size_t)r * ldc, _mm512_load_ps(stage + r * GEMM_AMX_NR));
+                        _mm512_stream_ps(ct + (size_t)r * ldc + 16, _mm512_load_ps(stage + r * GEMM_AMX_NR + 16));
+                    }
+                    continue;
+                }
+                _tile_stored(0, ct, ldc * 4);
+                _tile_stored(1, ct + 16, ldc * 4);
+                _tile_stored(2, ct + 16 * ldc, ldc * 4);
+                _tile_stored(3, ct + 16 * ldc + 16, ldc * 4);
+            }
+        }
+    }
+    if (stream) { _mm_sfence(); }
 }
 
 static int use_huge = 0;
@@ -171,18 +382,23 @@ static void beside_table(int rounds) {
     free(c);
 }
 
+// Flops a thread runs per variant and round (AMX_LOOP_GFLOP, default 4: milliseconds a variant; more
+// where the host's speed moves within milliseconds).
+static double work_flops = 4e9;
+
 // One round of variant x on every thread: GFLOP/s per thread.
 static double time_variant(const variant *x) {
     const double flops_per_rep = 4.0 * x->mc * x->nc * x->kw;  // 2 flops x 2 k's a pair
-    const int reps = (int)(4e9 / flops_per_rep) + 1;
+    const int reps = (int)(work_flops / flops_per_rep) + 1;
     double t0 = 0.0, t1 = 0.0;
     #pragma omp parallel
     {
         float *a = buffer((size_t)x->mc * x->kw), *b = buffer((size_t)x->nc * x->kw);
-        float *c = buffer((size_t)x->mc * x->ldc);
+        const size_t cwords = (size_t)x->mc * x->ldc * (x->cold ? COLD_REGIONS : 1);
+        float *c = buffer(cwords);
         fill_pairs(a, (size_t)x->mc * x->kw, 1 + omp_get_thread_num());
         fill_pairs(b, (size_t)x->nc * x->kw, 101 + omp_get_thread_num());
-        memset(c, 0, (size_t)x->mc * x->ldc * sizeof(float));
+        memset(c, 0, cwords * sizeof(float));
         gemm_amx_thread_init();
         for (int pass = 0; pass < 2; pass++) {  // a warm-up rep, then the timed reps
             const int n = pass == 0 ? 1 : reps;
@@ -193,7 +409,11 @@ static double time_variant(const variant *x) {
                 amx_peak_loop((long)n * x->mc / GEMM_AMX_MR * x->nc / GEMM_AMX_NR * x->kw / GEMM_AMX_KP,
                               amx_peak_tiles(x->mode == PEAK_ZEROS));
             } else if (x->mode == BARE) {
-                bare_block(x->mc, x->nc, x->kw, (const char *)a, (const char *)b, n);
+                bare_block(x->mc, x->nc, x->kw, (const char *)a, (const char *)b, n, x->end);
+            } else if (x->mode == DIRECT) {
+                direct_block(x, (const char *)a, (const char *)b, c, n);
+            } else if (x->mode == ILS) {
+                ils_block(x, (const char *)a, (const char *)b, c, n);
             } else {
                 tile_block(x, a, b, c, n);
             }
@@ -212,19 +432,31 @@ int main(int argc, char **argv) {
     const int rounds = argc > 1 ? (int)parse_count_or_die("ROUNDS", argv[1], 1, 1000) : 20;
     if (argc > 2 && strcmp(argv[2], "huge") != 0) { die("usage: %s [ROUNDS] [huge]: %s is not huge", argv[0], argv[2]); }
     use_huge = argc > 2;
+    const char *gflop = getenv("AMX_LOOP_GFLOP");
+    if (gflop != NULL) { work_flops = 1e9 * (double)parse_count_or_die("AMX_LOOP_GFLOP", gflop, 1, 100000); }
     if (!gemm_amx_available()) {
         printf("amx_tile_loop: this CPU (or OS) has no AMX: nothing to time\n");
         return 0;
     }
     const int threads = omp_get_max_threads();
     amx_peak_tiles(0);  // filled here, before the threads read it
+#define V(m, k, e, ci, f) {.mode = m, .kw = k, .mc = 256, .nc = 1024, .ldc = 1024, .end = e, .cin = ci, .fetch = f}
+#define VC(k, f) {.mode = DIRECT, .kw = k, .mc = 256, .nc = 1024, .ldc = 1024, .fetch = f, .cold = 1}
     static const variant variants[] = {
-        {PEAK, 384, 256, 1024, 1024, 0, 0},    {PEAK_ZEROS, 384, 256, 1024, 1024, 0, 0},
-        {BARE, 384, 256, 1024, 1024, 0, 0},    {BARE, 192, 256, 1024, 1024, 0, 0},    {BARE, 128, 256, 1024, 1024, 0, 0},
-        {SCRATCH, 384, 256, 1024, 1024, 0, 0}, {SCRATCH, 192, 256, 1024, 1024, 1, 0}, {TILE, 384, 256, 1024, 1024, 0, 1},
-        {TILE, 384, 256, 1024, 1024, 0, 0},    {TILE, 384, 256, 1024, 1024, 1, 1},    {TILE, 384, 256, 1024, 3072, 0, 1},
-        {TILE, 384, 256, 768, 768, 0, 1},      {TILE, 192, 256, 1024, 1024, 0, 1},    {TILE, 192, 256, 1024, 1024, 1, 1},
+        V(PEAK, 384, 0, 0, 0),              V(PEAK_ZEROS, 384, 0, 0, 0),
+        V(BARE, 384, END_NONE, 0, 0),       V(BARE, 192, END_NONE, 0, 0),        V(BARE, 128, END_NONE, 0, 0),
+        V(BARE, 384, REV, 0, 0),            V(BARE, 384, END_STORE | REV, 0, 0), V(BARE, 384, END_DRAIN | REV, 0, 0),
+        V(BARE, 384, END_PIPE | REV, 0, 0), V(BARE, 128, END_DRAIN, 0, 0),       V(BARE, 128, END_PIPE, 0, 0),
+        V(SCRATCH, 384, 0, 0, 0),           V(SCRATCH, 192, 0, 1, 0),            V(SCRATCH, 128, 0, 0, 0),
+        V(TILE, 384, 0, 0, 0),              V(TILE, 384, 0, 0, 1),               V(TILE, 128, 0, 0, 1),
+        V(ILS, 384, 0, 0, 1),               V(DIRECT, 384, 0, 0, 1),             V(DIRECT, 384, 0, 0, 3),
+        V(DIRECT, 384, 0, 0, 7),
+        VC(384, 0),                         VC(384, 1),                          VC(384, 6),
+        VC(384, 7),                         VC(192, 1),                          VC(192, 7),
+        VC(128, 1),                         VC(128, 7),
     };
+#undef V
+#undef VC
     enum { NV = sizeof(variants) / sizeof(variants[0]) };
     double best[NV] = {0}, sum[NV] = {0};
     for (int r = 0; r < rounds; r++) {
@@ -235,11 +467,13 @@ int main(int argc, char **argv) {
         }
     }
     printf("AMX tile loop, %d threads, %d rounds%s\n", threads, rounds, use_huge ? ", huge pages" : "");
-    printf("%-8s %4s %4s %5s %5s %3s %5s  %6s %6s  GFLOP/s a thread\n", "variant", "kw", "mc", "nc", "ldc", "cin", "fetch",
+    printf("%-12s %4s %4s %5s %5s %3s %5s  %6s %6s  GFLOP/s a thread\n", "variant", "kw", "mc", "nc", "ldc", "cin", "fetch",
            "best", "mean");
     for (int v = 0; v < NV; v++) {
         const variant *x = &variants[v];
-        printf("%-8s %4d %4d %5d %5d %3d %5d  %6.0f %6.0f\n", mode_names[x->mode], x->kw, x->mc, x->nc, x->ldc, x->cin,
+        char name[32];
+        snprintf(name, sizeof(name), "%s%s%s", mode_names[x->mode], x->mode == BARE ? end_names[x->end] : "", x->cold ? "-cold" : "");
+        printf("%-12s %4d %4d %5d %5d %3d %5d  %6.0f %6.0f\n", name, x->kw, x->mc, x->nc, x->ldc, x->cin,
                x->fetch, best[v], sum[v] / rounds);
     }
     beside_table(rounds);
