@@ -223,6 +223,29 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
     }
 }
 
+// One k step of the 32 x 32 tile: 16 pairs of its a panel (2 KiB at aq: rows 0-15, then 16-31)
+// and of its b panel (2 KiB at bq: 16 rows of 32 columns' pair words) into the accumulators.
+GEMM_AMX_TARGET
+static inline __attribute__((always_inline)) void gemm_amx_k_step(const char *aq, const char *bq) {
+    GEMM_AMX_LOAD(4, aq, 64);
+    GEMM_AMX_LOAD(6, bq, GEMM_AMX_NR * 4);
+    GEMM_AMX_LOAD(7, bq + 64, GEMM_AMX_NR * 4);
+    GEMM_AMX_DP(0, 4, 6);
+    GEMM_AMX_DP(1, 4, 7);
+    GEMM_AMX_LOAD(5, aq + 16 * 64, 64);
+    GEMM_AMX_DP(2, 5, 6);
+    GEMM_AMX_DP(3, 5, 7);
+}
+
+// The four accumulators to the 32 x 32 floats at c (ldc floats a row) by tile stores.
+GEMM_AMX_TARGET
+static inline __attribute__((always_inline)) void gemm_amx_store_c(float *c, ptrdiff_t ldc) {
+    GEMM_AMX_STORE(0, c, ldc * 4);
+    GEMM_AMX_STORE(1, c + 16, ldc * 4);
+    GEMM_AMX_STORE(2, c + 16 * ldc, ldc * 4);
+    GEMM_AMX_STORE(3, c + 16 * ldc + 16, ldc * 4);
+}
+
 // The 32 x 32 tile (its mr x nr corner written) over kw pairs (a multiple of 16). The four
 // accumulator tiles start from cin where there is one (C itself after the first k block, or
 // the caller's addend), loaded straight from it, and a whole tile without bias or GELU is
@@ -308,15 +331,7 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
             const int r0 = s * fetch_rows, r1 = r0 + fetch_rows;
             gemm_amx_fetch_next(ep, ldc, r0 < GEMM_AMX_MR ? r0 : GEMM_AMX_MR, r1 < GEMM_AMX_MR ? r1 : GEMM_AMX_MR);
         }
-        const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
-        GEMM_AMX_LOAD(4, aq, 64);
-        GEMM_AMX_LOAD(6, bq, GEMM_AMX_NR * 4);
-        GEMM_AMX_LOAD(7, bq + 64, GEMM_AMX_NR * 4);
-        GEMM_AMX_DP(0, 4, 6);
-        GEMM_AMX_DP(1, 4, 7);
-        GEMM_AMX_LOAD(5, aq + 16 * 64, 64);
-        GEMM_AMX_DP(2, 5, 6);
-        GEMM_AMX_DP(3, 5, 7);
+        gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4);
     }
     // What is left for gemm_tile_finish, copied whole only now, long after the caller's stores to
     // *ep: at the start the copy would wait for the previous tile's stores to drain (gemm.h's
@@ -327,10 +342,7 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
     ptrdiff_t ld_out = GEMM_AMX_NR;
     const int straight = GEMM_AMX_C_IN_TILES && whole && rest.cin == NULL && rest.bias == NULL && !rest.gelu;
     if (straight) { out = c, ld_out = ldc; }
-    GEMM_AMX_STORE(0, out, ld_out * 4);
-    GEMM_AMX_STORE(1, out + 16, ld_out * 4);
-    GEMM_AMX_STORE(2, out + 16 * ld_out, ld_out * 4);
-    GEMM_AMX_STORE(3, out + 16 * ld_out + 16, ld_out * 4);
+    gemm_amx_store_c(out, ld_out);
     if (straight) { return; }
     if (GEMM_AMX_FINISH_WHOLE && whole) {
         gemm_tile_finish_inline(tile, GEMM_AMX_NR, GEMM_AMX_MR, GEMM_AMX_NR, c, ldc, &rest);

@@ -64,6 +64,28 @@ typedef struct {
     int fetch;  // tile: the next tile's C fetched into L2 (gemm_tile_epilogue's next_c)
 } variant;
 
+// 1 where the GEMM runs the tile at (ir, jr) of a block of kw pairs k last to first (gemm.h's
+// checkerboard of gemm_tile_epilogue's k_reverse).
+static int checkerboard(int kw, int ir, int jr) {
+    return GEMM_AMX_K_REVERSE && kw > GEMM_AMX_K_REVERSE_PAIRS && ((ir / GEMM_AMX_MR + jr / GEMM_AMX_NR) & 1);
+}
+
+// C of the tile `ahead` tiles after (ir, jr) in a block's order (a b panel's column of tiles after
+// another), or NULL past the block.
+static const float *tile_ahead(const variant *x, const float *c, int ir, int jr, int ahead) {
+    const int tiles_down = x->mc / GEMM_AMX_MR, t = ir / GEMM_AMX_MR + ahead;
+    const int next_ir = (t % tiles_down) * GEMM_AMX_MR, next_jr = jr + (t / tiles_down) * GEMM_AMX_NR;
+    return next_jr < x->nc ? c + (size_t)next_ir * x->ldc + next_jr : NULL;
+}
+
+GEMM_AMX_TARGET
+static inline void zero_accumulators(void) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+}
+
 // How a bare block ends each tile (the accumulators go on into the next tile unless drained):
 // none; STORE: the four stored to an L1 scratch tile; DRAIN: stored, then zeroed, as every
 // gemm_tile_amx call does; PIPE: drained, but the next tile's first k step on the top two
@@ -76,10 +98,7 @@ static const char *end_names[] = {"", "+store", "+drain", "+pipe", "+rev", "+sto
 GEMM_AMX_TARGET
 static void bare_block(int mc, int nc, int kw, const char *abuf, const char *bbuf, int reps, int end) {
     float scratch[GEMM_AMX_MR * GEMM_AMX_NR] __attribute__((aligned(64)));
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    zero_accumulators();
     const int steps = kw / GEMM_AMX_KP;
     int first = 1, parity = 0;
     const int rev = end & REV;
@@ -114,28 +133,10 @@ static void bare_block(int mc, int nc, int kw, const char *abuf, const char *bbu
                 first = 0;
                 for (int s = s0; s < steps; s++) {
                     const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
-                    const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
-                    _tile_loadd(4, aq, 64);
-                    _tile_loadd(6, bq, GEMM_AMX_NR * 4);
-                    _tile_loadd(7, bq + 64, GEMM_AMX_NR * 4);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    _tile_loadd(5, aq + 16 * 64, 64);
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
+                    gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4);
                 }
-                if (end == END_STORE || end == END_DRAIN) {
-                    _tile_stored(0, scratch, GEMM_AMX_NR * 4);
-                    _tile_stored(1, scratch + 16, GEMM_AMX_NR * 4);
-                    _tile_stored(2, scratch + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
-                    _tile_stored(3, scratch + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
-                }
-                if (end == END_DRAIN) {
-                    _tile_zero(0);
-                    _tile_zero(1);
-                    _tile_zero(2);
-                    _tile_zero(3);
-                }
+                if (end == END_STORE || end == END_DRAIN) { gemm_amx_store_c(scratch, GEMM_AMX_NR); }
+                if (end == END_DRAIN) { zero_accumulators(); }
             }
         }
     }
@@ -153,9 +154,7 @@ static void tile_block(const variant *x, const float *abuf, const float *bbuf, f
                 const ptrdiff_t ld = to_scratch ? GEMM_AMX_NR : x->ldc;
                 gemm_tile_epilogue ep = {0};
                 if (x->cin) { ep.cin = ct, ep.ldcin = ld; }
-                if (GEMM_AMX_K_REVERSE && x->kw > GEMM_AMX_K_REVERSE_PAIRS) {  // the GEMM's checkerboard
-                    ep.k_reverse = (ir / GEMM_AMX_MR + jr / GEMM_AMX_NR) & 1;
-                }
+                ep.k_reverse = checkerboard(x->kw, ir, jr);
                 const int next_ir = ir + GEMM_AMX_MR < x->mc ? ir + GEMM_AMX_MR : 0;
                 const int next_jr = ir + GEMM_AMX_MR < x->mc ? jr : jr + GEMM_AMX_NR;
                 if (x->fetch && next_jr < x->nc) { ep.next_c = c + (size_t)next_ir * x->ldc + next_jr; }
@@ -182,26 +181,13 @@ static void ils_block(const variant *x, const char *abuf, const char *bbuf, floa
         for (int jr = 0; jr < x->nc; jr += GEMM_AMX_NR) {
             for (int ir = 0; ir < x->mc; ir += GEMM_AMX_MR) {
                 const char *a = abuf + (size_t)ir * kw * 4, *b = bbuf + (size_t)jr * kw * 4;
-                const int reverse = GEMM_AMX_K_REVERSE && kw > GEMM_AMX_K_REVERSE_PAIRS && ((ir / GEMM_AMX_MR + jr / GEMM_AMX_NR) & 1);
-                const int next_ir = ir + GEMM_AMX_MR < x->mc ? ir + GEMM_AMX_MR : 0;
-                const int next_jr = ir + GEMM_AMX_MR < x->mc ? jr : jr + GEMM_AMX_NR;
-                const float *next_c = x->fetch && next_jr < x->nc ? c + (size_t)next_ir * ldc + next_jr : NULL;
+                const int reverse = checkerboard(kw, ir, jr);
+                const float *next_c = x->fetch ? tile_ahead(x, c, ir, jr, 1) : NULL;
                 const int fetch_rows = (GEMM_AMX_MR + steps - 1) / steps;
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
+                zero_accumulators();
                 for (int s = 0; s < steps; s++) {
                     const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
-                    const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
-                    _tile_loadd(4, aq, 64);
-                    _tile_loadd(6, bq, GEMM_AMX_NR * 4);
-                    _tile_loadd(7, bq + 64, GEMM_AMX_NR * 4);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    _tile_loadd(5, aq + 16 * 64, 64);
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
+                    gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4);
                     for (int r = 0; r < rows_per_step && pend_row < GEMM_AMX_MR; r++, pend_row++) {
                         const float *src = stage[pend_buf] + pend_row * GEMM_AMX_NR;
                         float *dst = pend + (size_t)pend_row * ldc;
@@ -218,10 +204,7 @@ static void ils_block(const variant *x, const char *abuf, const char *bbuf, floa
                 for (; pend_row < GEMM_AMX_MR; pend_row++) {
                     memcpy(pend + (size_t)pend_row * ldc, stage[pend_buf] + pend_row * GEMM_AMX_NR, GEMM_AMX_NR * 4);
                 }
-                _tile_stored(0, stage[cur], GEMM_AMX_NR * 4);
-                _tile_stored(1, stage[cur] + 16, GEMM_AMX_NR * 4);
-                _tile_stored(2, stage[cur] + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
-                _tile_stored(3, stage[cur] + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
+                gemm_amx_store_c(stage[cur], GEMM_AMX_NR);
                 pend = c + (size_t)ir * ldc + jr, pend_buf = cur, pend_row = 0, cur ^= 1;
             }
         }
@@ -252,15 +235,10 @@ static void direct_block(const variant *x, const char *abuf, const char *bbuf, f
         for (int jr = 0; jr < x->nc; jr += GEMM_AMX_NR) {
             for (int ir = 0; ir < x->mc; ir += GEMM_AMX_MR) {
                 const char *a = abuf + (size_t)ir * kw * 4, *b = bbuf + (size_t)jr * kw * 4;
-                const int reverse = GEMM_AMX_K_REVERSE && kw > GEMM_AMX_K_REVERSE_PAIRS && ((ir / GEMM_AMX_MR + jr / GEMM_AMX_NR) & 1);
-                const int tiles_down = x->mc / GEMM_AMX_MR, t = ir / GEMM_AMX_MR + ahead;
-                const int next_ir = (t % tiles_down) * GEMM_AMX_MR, next_jr = jr + (t / tiles_down) * GEMM_AMX_NR;
-                const char *next_c = x->fetch && !stream && next_jr < x->nc ? (const char *)(c + (size_t)next_ir * ldc + next_jr) : NULL;
+                const int reverse = checkerboard(kw, ir, jr);
+                const char *next_c = x->fetch && !stream ? (const char *)tile_ahead(x, c, ir, jr, ahead) : NULL;
                 float *ct = c + (size_t)ir * ldc + jr;
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
+                zero_accumulators();
                 for (int s = 0; s < steps; s++) {
                     const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
                     const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
@@ -277,30 +255,17 @@ static void direct_block(const variant *x, const char *abuf, const char *bbuf, f
                             }
                         }
                     }
-                    _tile_loadd(4, aq, 64);
-                    _tile_loadd(6, bq, GEMM_AMX_NR * 4);
-                    _tile_loadd(7, bq + 64, GEMM_AMX_NR * 4);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    _tile_loadd(5, aq + 16 * 64, 64);
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
+                    gemm_amx_k_step(aq, bq);
                 }
                 if (stream) {
-                    _tile_stored(0, stage, GEMM_AMX_NR * 4);
-                    _tile_stored(1, stage + 16, GEMM_AMX_NR * 4);
-                    _tile_stored(2, stage + 16 * GEMM_AMX_NR, GEMM_AMX_NR * 4);
-                    _tile_stored(3, stage + 16 * GEMM_AMX_NR + 16, GEMM_AMX_NR * 4);
+                    gemm_amx_store_c(stage, GEMM_AMX_NR);
                     for (int r = 0; r < GEMM_AMX_MR; r++) {
                         _mm512_stream_ps(ct + (size_t)r * ldc, _mm512_load_ps(stage + r * GEMM_AMX_NR));
                         _mm512_stream_ps(ct + (size_t)r * ldc + 16, _mm512_load_ps(stage + r * GEMM_AMX_NR + 16));
                     }
                     continue;
                 }
-                _tile_stored(0, ct, ldc * 4);
-                _tile_stored(1, ct + 16, ldc * 4);
-                _tile_stored(2, ct + 16 * ldc, ldc * 4);
-                _tile_stored(3, ct + 16 * ldc + 16, ldc * 4);
+                gemm_amx_store_c(ct, ldc);
             }
         }
     }
