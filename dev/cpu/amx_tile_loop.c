@@ -43,7 +43,9 @@ rounds is the figure to compare (the mean shows the drift).
                              # too short where the host's speed moves within milliseconds)
 huge: the buffers 2 MiB aligned and marked MADV_HUGEPAGE (transparent huge pages). Without AMX
 it says so and exits 0. Results: dev/cpu/results/2026-11-27-xeon-amx/run16-20, and
-dev/cpu/results/2026-12-03-xeon-amx/amx_tile_loop_*.txt (the ends, ils, direct and cold variants).
+dev/cpu/results/2026-12-03-xeon-amx/amx_tile_loop_*.txt (the ends, ils, direct and cold variants;
+those runs fetched into L2 by prefetcht1 in ils and direct, where gemm_fetch_rows, used since, has
+prefetcht2, as the GEMM).
 */
 #include <sys/mman.h>
 
@@ -155,9 +157,7 @@ static void tile_block(const variant *x, const float *abuf, const float *bbuf, f
                 gemm_tile_epilogue ep = {0};
                 if (x->cin) { ep.cin = ct, ep.ldcin = ld; }
                 ep.k_reverse = checkerboard(x->kw, ir, jr);
-                const int next_ir = ir + GEMM_AMX_MR < x->mc ? ir + GEMM_AMX_MR : 0;
-                const int next_jr = ir + GEMM_AMX_MR < x->mc ? jr : jr + GEMM_AMX_NR;
-                if (x->fetch && next_jr < x->nc) { ep.next_c = c + (size_t)next_ir * x->ldc + next_jr; }
+                if (x->fetch) { ep.next_c = tile_ahead(x, c, ir, jr, 1); }
                 gemm_tile_amx(GEMM_AMX_MR, GEMM_AMX_NR, x->kw, abuf + (size_t)ir * x->kw, bbuf + (size_t)jr * x->kw, ct, ld,
                               &ep, NULL);
             }
@@ -196,8 +196,7 @@ static void ils_block(const variant *x, const char *abuf, const char *bbuf, floa
                     }
                     if (next_c != NULL) {
                         for (int r = s * fetch_rows; r < (s + 1) * fetch_rows && r < GEMM_AMX_MR; r++) {
-                            _mm_prefetch((const char *)(next_c + (size_t)r * ldc), _MM_HINT_T1);
-                            _mm_prefetch((const char *)(next_c + (size_t)r * ldc + 16), _MM_HINT_T1);
+                            gemm_fetch_rows(1, GEMM_AMX_NR, next_c + (size_t)r * ldc, ldc, 0, 0);
                         }
                     }
                 }
@@ -216,10 +215,10 @@ static void ils_block(const variant *x, const char *abuf, const char *bbuf, floa
 
 // direct: gemm_tile_amx's k loop (checkerboard included), the accumulators zeroed at the start
 // and stored straight to C at the end by tile stores, with the next tile's rows of C fetched
-// by x->fetch's hint: 1 prefetcht1 (into L2, as gemm_tile_amx), 2 prefetcht0 (L1), 3 prefetchw
-// (L1, owned: the tile stores then need no read for ownership), spread over the k steps, or
-// (4, 5) over the second half of them only, by prefetcht0 and prefetchw; 6: prefetcht1 of the
-// tile after the next (twice the distance); 7: no fetch, the accumulators stored to an L1
+// (gemm_fetch_rows) by x->fetch: 1 into L2, as gemm_tile_amx; 2 into L1; 3 into L1 for writing
+// (prefetchw where the build has it: the tile stores then need no read for ownership), spread
+// over the k steps, or (4, 5) over the second half of them only, into L1 and into L1 for writing;
+// 6: into L2, the tile after the next (twice the distance); 7: no fetch, the accumulators stored to an L1
 // staging tile and copied to C by non-temporal stores (no read for ownership: the bound for C
 // written once and not read soon).
 enum { COLD_REGIONS = 192 };  // 192 MiB a thread at mc 256, ldc 1024: past any L3 seen
@@ -236,7 +235,7 @@ static void direct_block(const variant *x, const char *abuf, const char *bbuf, f
             for (int ir = 0; ir < x->mc; ir += GEMM_AMX_MR) {
                 const char *a = abuf + (size_t)ir * kw * 4, *b = bbuf + (size_t)jr * kw * 4;
                 const int reverse = checkerboard(kw, ir, jr);
-                const char *next_c = x->fetch && !stream ? (const char *)tile_ahead(x, c, ir, jr, ahead) : NULL;
+                const float *next_c = x->fetch && !stream ? tile_ahead(x, c, ir, jr, ahead) : NULL;
                 float *ct = c + (size_t)ir * ldc + jr;
                 zero_accumulators();
                 for (int s = 0; s < steps; s++) {
@@ -244,14 +243,13 @@ static void direct_block(const variant *x, const char *abuf, const char *bbuf, f
                     const char *aq = a + (size_t)q * GEMM_AMX_MR * 4, *bq = b + (size_t)q * GEMM_AMX_NR * 4;
                     if (next_c != NULL && s >= first) {
                         for (int r = (s - first) * fetch_rows; r < (s - first + 1) * fetch_rows && r < GEMM_AMX_MR; r++) {
-                            const char *line = next_c + (size_t)r * ldc * 4;
-                            switch (x->fetch) {
-                            case 1: case 6: _mm_prefetch(line, _MM_HINT_T1), _mm_prefetch(line + 64, _MM_HINT_T1); break;
-                            case 2: case 4: _mm_prefetch(line, _MM_HINT_T0), _mm_prefetch(line + 64, _MM_HINT_T0); break;
-                            default:  // prefetchw (in every build's assembler, whatever the target)
-                                __asm__ volatile("prefetchw %0" : : "m"(*line));
-                                __asm__ volatile("prefetchw %0" : : "m"(*(line + 64)));
-                                break;
+                            const float *row = next_c + (size_t)r * ldc;
+                            if (x->fetch == 1 || x->fetch == 6) {
+                                gemm_fetch_rows(1, GEMM_AMX_NR, row, ldc, 0, 0);
+                            } else if (x->fetch == 2 || x->fetch == 4) {
+                                gemm_fetch_rows(1, GEMM_AMX_NR, row, ldc, 0, 1);
+                            } else {
+                                gemm_fetch_rows(1, GEMM_AMX_NR, row, ldc, 1, 1);
                             }
                         }
                     }
