@@ -21,7 +21,7 @@ tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(scripts/tests/test_*.sh)
 # Build only into their own folders (build/fuzz, build/sanitize, build/gemm_check_*, dev/cpu,
 # dev/cuda, temporary folders), and read nothing the other scripts write.
-ISOLATED=" test_fuzz.sh test_sanitize.sh test_gemm.sh test_dev.sh test_cuda.sh test_collectives.sh "
+ISOLATED=" test_docs.sh test_fuzz.sh test_sanitize.sh test_gemm.sh test_dev.sh test_cuda.sh test_collectives.sh "
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
