@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every relative link of the Markdown pages (README, docs/, dev/, scripts/) names a file that
 # exists, and every anchor a heading of its page (scripts/tools/check_md_links.py); and the
-# checker itself finds a broken anchor, a missing file and a link one folder too shallow.
+# checker itself finds a broken anchor, a missing file, a link one folder too shallow and a
+# repeated heading's suffix too many.
 source "$(dirname "$0")/testlib.sh"
 check=scripts/tools/check_md_links.py
 mapfile -t pages < <(git ls-files '*.md' 2>/dev/null)
@@ -15,9 +16,9 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/docs" "$tmp/dev/cpu"
-printf '# Speed\n\n## bf16 (`--precision bf16`)\n\n## Runs\n\n## Runs\n' > "$tmp/docs/speed.md"
-printf '[ok](../../docs/speed.md#bf16---precision-bf16) [ok](../../docs/speed.md#runs-1)\n' > "$tmp/dev/cpu/good.md"
-expect_ok "check_md_links passes good links (a heading with code, a repeated heading)" python3 "$check" "$tmp/dev/cpu/good.md"
+printf '# Speed\n\n## bf16 (`--precision bf16`)\n\n## Runs\n\n## Runs\n\n<a name="table"></a>\n' > "$tmp/docs/speed.md"
+printf '[ok](../../docs/speed.md#bf16---precision-bf16) [ok](../../docs/speed.md#runs-1) [ok](../../docs/speed.md#table)\n' > "$tmp/dev/cpu/good.md"
+expect_ok "check_md_links passes good links (a heading with code, a repeated heading, an HTML anchor)" python3 "$check" "$tmp/dev/cpu/good.md"
 for bad in '../../docs/speed.md#bf16-precision-bf16' '../docs/speed.md#runs' '../../docs/sped.md' '../../docs/speed.md#runs-2'; do
     printf 'text [a link](%s) text\n' "$bad" > "$tmp/dev/cpu/bad.md"
     if out=$(python3 "$check" "$tmp/dev/cpu/bad.md" 2>&1); then

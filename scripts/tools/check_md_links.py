@@ -15,16 +15,21 @@ LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)"
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def prose_lines(path):
-    """(line number, text) of the lines outside fenced code, inline code blanked."""
+def outside_fences(path):
+    """(line number, text) of the lines outside fenced code blocks."""
     inside = False
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if FENCE.match(line):
                 inside = not inside
-                continue
-            if not inside:
-                yield n, re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
+            elif not inside:
+                yield n, line
+
+
+def prose_lines(path):
+    """outside_fences's lines with inline code blanked (a link there is not one)."""
+    for n, line in outside_fences(path):
+        yield n, re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
 
 
 def slug(heading):
@@ -37,20 +42,16 @@ _anchors = {}
 
 
 def anchors(path):
+    """The anchors of a Markdown file: its headings' slugs and its HTML <a name|id="..."> anchors."""
     if path not in _anchors:
-        seen, found, inside = {}, set(), False
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if FENCE.match(line):
-                    inside = not inside
-                    continue
-                m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
-                if inside or not m:
-                    continue
+        seen, found = {}, set()
+        for _, line in outside_fences(path):
+            found.update(re.findall(r"<a\s+(?:name|id)=\"([^\"]+)\"", line))
+            m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+            if m:
                 s = slug(m.group(1))
                 found.add(s if s not in seen else f"{s}-{seen[s]}")
                 seen[s] = seen.get(s, 0) + 1
-                found.update(re.findall(r"<a\s+(?:name|id)=\"([^\"]+)\"", line))
         _anchors[path] = found
     return _anchors[path]
 
