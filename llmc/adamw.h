@@ -44,53 +44,6 @@ in dev/cpu/adamw.c, which times them.
 #define ADAMW_STREAM_BF16 1  // 0: the bf16 copy by plain stores (for A/B timing)
 #endif
 
-// The bf16 bits of VEC_WIDTH floats: vec_bf16_bits32 (vecmath.h), which rounds exactly as the
-// bf16 GEMM's packing does (gemm_bf16_bits), so that the copy written here is what the packing
-// would round the floats to.
-typedef uint16_t adamw_vu16 __attribute__((vector_size(VEC_WIDTH * sizeof(uint16_t))));
-VEC_INLINE adamw_vu16 vec_bf16_bits(vfloat x) { return __builtin_convertvector(vec_bf16_bits32(x) >> 16, adamw_vu16); }
-
-// The same by the CPU's own conversion where the build has it (vcvtneps2bf16, AVX512_BF16): the
-// same nearest-even rounding and quieted NaN, but a denormal becomes a zero of its sign, as the
-// native packing's vcvtne2ps2bf16 does. So it serves where the products flush denormal bf16
-// operands to zero anyway (vdpbf16ps, AMX: gemm_flushes_bf16_denormals), and there it takes a
-// third of AdamW's work off (the integer rounding's eight operations a vector: on Zen 4, with
-// the arrays in L3, 0.27 against 0.39 ms per million parameters; in the T=64 bf16 step AdamW
-// lower in 5 of 6 rounds, builds alternated, medians 51 against 61 ms, 2026-11-29; on the lent
-// Xeon's AMX path the step did not show it beyond the host's drift). Elsewhere: vec_bf16_bits.
-#if VEC_WIDTH == 16 && defined(__AVX512BF16__)
-#define ADAMW_HAVE_BF16_CVT 1
-VEC_INLINE adamw_vu16 vec_bf16_bits_ftz(vfloat x) { return (adamw_vu16)_mm512_cvtneps_pbh((__m512)x); }
-#else
-#define ADAMW_HAVE_BF16_CVT 0
-VEC_INLINE adamw_vu16 vec_bf16_bits_ftz(vfloat x) { return vec_bf16_bits(x); }
-#endif
-
-// vec_bf16_bits's bits, by the CPU's conversion where the build has it and the lanes that hold a
-// denormal (vfpclassps; all but never in a model's weights) redone by the integer rounding: for
-// the emulated path (its products keep denormals) on CPUs with AVX512_BF16, as an Intel Xeon whose
-// VM hides AMX. dev/cpu/adamw in cache (1M parameters, 2 threads, 2026-11-30): the copy's cost over
-// AdamW alone from 0.08 to 0.02 ms on Zen 4, from 0.03-0.37 to 0.03-0.05 ms on the lent Xeon.
-#if ADAMW_HAVE_BF16_CVT && defined(__AVX512DQ__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-VEC_INLINE adamw_vu16 vec_bf16_bits_fast(vfloat x) {
-    const __mmask16 denormal = _mm512_fpclass_ps_mask((__m512)x, 0x20);  // imm 0x20: denormal
-    const __m256i h = (__m256i)vec_bf16_bits_ftz(x);
-    if (denormal == 0) { return (adamw_vu16)h; }
-    return (adamw_vu16)_mm256_mask_blend_epi16(denormal, h, (__m256i)vec_bf16_bits(x));
-}
-#else
-VEC_INLINE adamw_vu16 vec_bf16_bits_fast(vfloat x) { return vec_bf16_bits(x); }
-#endif
-
-// The first n <= VEC_WIDTH of h into dst[0..n).
-VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, adamw_vu16 h, int n) {
-    if (n == VEC_WIDTH) {
-        memcpy(dst, &h, sizeof(h));
-    } else {
-        for (int i = 0; i < n; i++) { dst[i] = h[i]; }
-    }
-}
-
 // The same bits of a whole vector into dst, aligned to their size (2 * VEC_WIDTH bytes), by a
 // non-temporal store where the target has one: the bf16 copy of the weights is read next by
 // the next step's forward pass, from memory whatever the caches held, so writing it around them
@@ -99,7 +52,7 @@ VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, adamw_vu16 h, int n) {
 // Zen 4, GPT-2 124M, T=64 bf16 (2026-11-27, builds alternated): AdamW 68.7 -> 66.0 ms a step
 // (medians of 12 steps), the same bits.
 static inline int adamw_can_stream(const uint16_t *dst) { return (uintptr_t)dst % (2 * VEC_WIDTH) == 0; }
-VEC_INLINE void vec_stream_bf16(uint16_t *dst, adamw_vu16 h) {
+VEC_INLINE void vec_stream_bf16(uint16_t *dst, vbf16 h) {
 #if defined(__x86_64__) && VEC_WIDTH == 16 && defined(__AVX__)
     _mm256_stream_si256((__m256i *)dst, (__m256i)h);
 #elif defined(__x86_64__) && VEC_WIDTH == 8
@@ -118,7 +71,7 @@ static inline void adamw_stream_fence(void) {
 // is set and the vector is whole (the caller checked adamw_can_stream once for the array), else
 // by plain stores.
 VEC_INLINE void vec_put_bf16(uint16_t *dst, vfloat x, int n, int stream, int ftz) {
-    const adamw_vu16 h = ftz ? vec_bf16_bits_ftz(x) : vec_bf16_bits_fast(x);
+    const vbf16 h = ftz ? vec_bf16_bits_ftz(x) : vec_bf16_bits_fast(x);
     if (stream && n == VEC_WIDTH) {
         vec_stream_bf16(dst, h);
     } else {

@@ -112,7 +112,7 @@ static void adamw5(void *p) {
 static uint16_t expected_bf16(float x, int ftz) {
     uint32_t w;
     memcpy(&w, &x, 4);
-    if (ftz && ADAMW_HAVE_BF16_CVT && (w & 0x7f800000u) == 0) { return (uint16_t)((w >> 16) & 0x8000u); }
+    if (ftz && VEC_HAVE_BF16_CVT && (w & 0x7f800000u) == 0) { return (uint16_t)((w >> 16) & 0x8000u); }
     return (uint16_t)(gemm_bf16_bits(x) >> 16);
 }
 // 1 if the bf16 copy is not its parameters' expected bits
@@ -157,7 +157,7 @@ typedef struct { const char *kernel; void (*fn[5])(void *); const char *what[5];
 static const Kernel KERNELS[] = {
     {"adamw_update", {adamw1, adamw2, adamw3, adamw4, adamw5},
      {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt", "llmc: and the bf16 copy",
-      ADAMW_HAVE_BF16_CVT ? "llmc: the copy by vcvtneps2bf16" : "llmc: the copy (no vcvtneps2bf16: as 4)"}, 7},
+      VEC_HAVE_BF16_CVT ? "llmc: the copy by vcvtneps2bf16" : "llmc: the copy (no vcvtneps2bf16: as 4)"}, 7},
     {"sum_of_squares", {sumsq1, sumsq2}, {"simple (double running sums)", "llmc: float vector blocks into double"}, 1},
     {"zero", {zero1, zero2}, {"memset", "llmc: parallel, non-temporal stores"}, 1},
 };
