@@ -327,19 +327,19 @@ static void gemm_tile_bf16_native(int mr, int nr, int kw, const float *apanel, c
 enum { GEMM_KERNEL_FP32, GEMM_KERNEL_BF16_EMULATED, GEMM_KERNEL_BF16_AVX512, GEMM_KERNEL_BF16_AMX, GEMM_KERNELS };
 static const gemm_kernel gemm_kernels[GEMM_KERNELS] = {
     [GEMM_KERNEL_FP32] = {"fp32 FMA", GEMM_MR, GEMM_NR, GEMM_KC, GEMM_MC, GEMM_NC, 1, 1, 1, 0,
-                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, 0, 0, 0},
+                          gemm_pack_a, gemm_pack_b, gemm_tile_fp32, NULL, NULL, NULL, 0, 0, 0},
     [GEMM_KERNEL_BF16_EMULATED] = {"emulated: fp32 FMA kernel on bf16-rounded panels", GEMM_MR, GEMM_NR, GEMM_BF16_KCP,
                                    GEMM_EMU_MC, GEMM_EMU_NC, 2, 2, 1, 0, gemm_pack_a_bf16_emulated, gemm_pack_b_bf16_emulated,
-                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, 0, 0, 0},
+                                   gemm_tile_fp32, NULL, gemm_pack_b16_bf16_emulated, gemm_pack_a16_bf16_emulated, 0, 0, 0},
 #if GEMM_HAVE_BF16_KERNEL
     [GEMM_KERNEL_BF16_AVX512] = {"AVX512_BF16 vdpbf16ps kernel", GEMM_BF16_MR, GEMM_BF16_NR, GEMM_BF16_KCP, GEMM_BF16_MC,
                                  GEMM_BF16_NC, 2, 1, 1, 1, gemm_pack_a_bf16_native, gemm_pack_b_bf16_native,
-                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native, 0, 1, 0},
+                                 gemm_tile_bf16_native, NULL, gemm_pack_b16_bf16_native, gemm_pack_a16_bf16_native, 0, 1, 0},
 #endif
 #if GEMM_HAVE_AMX_KERNEL
     [GEMM_KERNEL_BF16_AMX] = {"AMX tdpbf16ps kernel", GEMM_AMX_MR, GEMM_AMX_NR, GEMM_AMX_KCP, GEMM_AMX_MC, GEMM_AMX_NC, 2,
                               1, GEMM_AMX_KP, 0, gemm_pack_a_amx, gemm_pack_b_amx, gemm_tile_amx, gemm_amx_thread_init,
-                              gemm_pack_b16_amx, GEMM_AMX_ROWS_OUTER_BYTES, 1,
+                              gemm_pack_b16_amx, gemm_pack_a16_amx, GEMM_AMX_ROWS_OUTER_BYTES, 1,
                               GEMM_AMX_K_REVERSE ? GEMM_AMX_K_REVERSE_PAIRS : 0},
 #endif
 };
@@ -586,15 +586,20 @@ static int gemm_a_part(const gemm_kernel *g, int part, int parts, int m0, int m1
 // the block of units [pu, pu + ku) holds its MR-row panels from dst + rows * gemm_panel_words(pu),
 // rows = m1 - m0 rounded up to MR. Thread `part` of `parts` packs its share of the panels.
 static void gemm_pack_a_all(const gemm_kernel *g, int part, int parts, int m0, int m1, int K, const float *a,
-                            ptrdiff_t rs_a, ptrdiff_t cs_a, float *dst) {
+                            const uint16_t *a16, ptrdiff_t rs_a, ptrdiff_t cs_a, float *dst) {
     const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
     int r0, r1;
     const int rows = gemm_a_part(g, part, parts, m0, m1, &r0, &r1);
     for (int pu = 0; pu < Ku && r0 < r1; pu += ku_max) {
         const int ku = gemm_min(ku_max, Ku - pu), pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);
         float *block = dst + (size_t)rows * gemm_panel_words(g, pu);
-        g->pack_a(r1 - r0, kc, a + (m0 + r0) * rs_a + pc * cs_a, rs_a, cs_a,
-                         block + (size_t)r0 * gemm_panel_words(g, ku));
+        float *panels = block + (size_t)r0 * gemm_panel_words(g, ku);
+        const ptrdiff_t at = (m0 + r0) * rs_a + pc * cs_a;
+        if (a16 != NULL) {
+            g->pack_a16(r1 - r0, kc, a16 + at, rs_a, cs_a, panels);
+        } else {
+            g->pack_a(r1 - r0, kc, a + at, rs_a, cs_a, panels);
+        }
     }
 }
 
@@ -623,9 +628,10 @@ static void gemm_flush_a_part(const gemm_kernel *g, int part, int parts, int m0,
 
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
 // own buffer; A comes packed already (gemm_pack_a_all) where apacked is not NULL.
-// b16: B from its bf16 copy (g->pack_b16) instead of b, or NULL. nc: columns per B block at most.
+// b16: B from its bf16 copy (g->pack_b16) instead of b, or NULL; a16 likewise for A (g->pack_a16).
+// nc: columns per B block at most.
 static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1, int K, const float *a,
-                           ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
+                           const uint16_t *a16, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
                            const float *bpacked, int N, float *c, ptrdiff_t ldc, const gemm_epilogue *ep, float *buf,
                            const float *apacked, int nc_block) {
     const int kstep = g->kstep, Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
@@ -659,7 +665,11 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                 if (apacked != NULL) {
                     abuf = apacked + (size_t)arows * gemm_panel_words(g, pu) + (size_t)(ic - m0) * gemm_panel_words(g, ku);
                 } else {
-                    GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
+                    if (a16 != NULL) {
+                        GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a16(mc, kc, a16 + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
+                    } else {
+                        GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
+                    }
                 }
                 // while this block runs: fetch the next A block's source, and after the last A
                 // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
@@ -667,11 +677,15 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                 gemm_prefetch pf = {0};
                 if (fetch && ic + mc < m1) {
                     if (apacked == NULL) {
-                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a + (ic + mc) * rs_a + pc * cs_a, 4, rs_a, cs_a);
+                        const ptrdiff_t at = (ic + mc) * rs_a + pc * cs_a;
+                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
+                                          a16 != NULL ? 2 : 4, rs_a, cs_a);
                     }
                 } else if (fetch && next_jc < n1 && bpacked == NULL) {
                     if (apacked == NULL) {
-                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a + m0 * rs_a + next_pc * cs_a, 4, rs_a, cs_a);
+                        const ptrdiff_t at = m0 * rs_a + next_pc * cs_a;
+                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
+                                          a16 != NULL ? 2 : 4, rs_a, cs_a);
                     }
                     if (b16 != NULL) {
                         gemm_prefetch_add(&pf, next_nc, next_kc, b16 + next_pc * rs_b + next_jc * cs_b, 2, cs_b, rs_b);
@@ -750,7 +764,7 @@ static void gemm_barrier(void) {
 // whole panels, so each grid row's blocks lie apart), and waits there for the whole team; with
 // flush_a too, once done it drops the caches' copies of the other parts (gemm_flush_a_part).
 static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share_a, int flush_a, int M, int N, int K, const float *a,
-                        ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
+                        const uint16_t *a16, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b, const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b,
                         const float *bpacked, float *c,
                         ptrdiff_t ldc, const gemm_epilogue *ep) {
     const int mtiles = (M + g->mr - 1) / g->mr, ntiles = (N + g->nr - 1) / g->nr;
@@ -764,15 +778,15 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
     int nc = g->nc;
     float *group = share_a ? gemm_shared_a + (size_t)m0 * gemm_panel_words(g, gemm_k_units(g, K)) : NULL;
     if (share_a) {
-        GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, tj, tn, m0, m1, K, a, rs_a, cs_a, group));
+        GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, tj, tn, m0, m1, K, a, a16, rs_a, cs_a, group));
         GEMM_PHASE(GEMM_PHASE_WAIT, gemm_barrier());
         apacked = group;
         nc = GEMM_SHARED_NC;
     } else if (gemm_thread_a[tid] != NULL && gemm_a_once(g, m0, m1, n0, n1, K)) {
-        GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, 0, 1, m0, m1, K, a, rs_a, cs_a, gemm_thread_a[tid]));
+        GEMM_PHASE(GEMM_PHASE_PACK_A, gemm_pack_a_all(g, 0, 1, m0, m1, K, a, a16, rs_a, cs_a, gemm_thread_a[tid]));
         apacked = gemm_thread_a[tid];
     }
-    gemm_rectangle(g, m0, m1, n0, n1, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, N, c, ldc, ep, gemm_thread_buffer[tid],
+    gemm_rectangle(g, m0, m1, n0, n1, K, a, a16, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, N, c, ldc, ep, gemm_thread_buffer[tid],
                    apacked, nc);
     if (ep != NULL && ep->pre != NULL) { vec_stream_fence(); }  // pre's streamed lines (gemm_pre_streams)
     if (share_a && flush_a) {
@@ -788,8 +802,9 @@ static void gemm_thread(const gemm_kernel *g, int tid, int tm, int tn, int share
 // operands, gemm_flushes_bf16_denormals, a denormal's may be a zero instead), which the bf16 kernels that
 // have pack_b16 pack from instead of b (half the bytes read, no rounding; the same bits). b must
 // be given too (fp32, and kernels without pack_b16, read it), unless the run is bf16 and
-// gemm_b16_usable() says the copy will be used.
-static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+// gemm_b16_usable() says the copy will be used. a16: NULL, or A as bf16 bits alone (a unused;
+// gemm_ex_a16).
+static void gemm_run(int M, int N, int K, const float *a, const uint16_t *a16, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
                      const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, const float *bpacked, float *c, ptrdiff_t ldc,
                      const gemm_epilogue *ep) {
 #ifdef _OPENMP
@@ -802,6 +817,7 @@ static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdif
     const gemm_kernel *g = gemm_kernel_current();
     if (g->pack_b16 == NULL) { b16 = NULL; }
     if (b16 == NULL && b == NULL && bpacked == NULL) { die("gemm: no fp32 B for the %s kernel (only a bf16 copy)", g->name); }
+    if (a16 != NULL && g->pack_a16 == NULL) { die("gemm: the %s kernel has no bf16 packing of A", g->name); }
     int tm, tn;
     gemm_thread_grid(g, M, N, gemm_max_threads(), ep != NULL && ep->on_final.fn != NULL, &tm, &tn);
     // the largest rectangle of the grid, and the whole of C (a team of one, below): packs A once?
@@ -814,20 +830,20 @@ static void gemm_run(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdif
         // A team smaller than asked for (a thread limit) runs on one thread.
         if (omp_get_num_threads() == tm * tn) {
             GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, omp_get_thread_num(), tm, tn, gemm_share_a(g, tn, M, K), flush_a, M, N,
-                                                    K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
+                                                    K, a, a16, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
         } else if (omp_get_thread_num() == 0) {
-            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
+            GEMM_PHASE(GEMM_PHASE_CALL, gemm_thread(g, 0, 1, 1, 0, 0, M, N, K, a, a16, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep));
         }
 #else
         (void)flush_a;  // one thread: nothing shared
-        gemm_thread(g, 0, tm, tn, 0, 0, M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep);
+        gemm_thread(g, 0, tm, tn, 0, 0, M, N, K, a, a16, rs_a, cs_a, b, b16, rs_b, cs_b, bpacked, c, ldc, ep);
 #endif
     }
 }
 
 static void gemm_ex(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
                     const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
-    gemm_run(M, N, K, a, rs_a, cs_a, b, b16, rs_b, cs_b, NULL, c, ldc, ep);
+    gemm_run(M, N, K, a, NULL, rs_a, cs_a, b, b16, rs_b, cs_b, NULL, c, ldc, ep);
 }
 
 // B (K, N) from its bf16 copy (gemm_ex's b16), packed whole for the current kernel into
@@ -846,7 +862,7 @@ static void gemm_pack_b_whole(int K, int N, const uint16_t *b16, ptrdiff_t rs_b,
 // gemm_ex with B packed whole already (gemm_pack_b_whole, for the same kernel, K and N).
 static void gemm_ex_packed_b(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *panels,
                              float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
-    gemm_run(M, N, K, a, rs_a, cs_a, NULL, NULL, 0, 0, panels, c, ldc, ep);
+    gemm_run(M, N, K, a, NULL, rs_a, cs_a, NULL, NULL, 0, 0, panels, c, ldc, ep);
 }
 
 static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
@@ -854,7 +870,17 @@ static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t 
     gemm_ex(M, N, K, a, rs_a, cs_a, b, NULL, rs_b, cs_b, c, ldc, ep);
 }
 
+// gemm_ex with A given only as bf16 bits a16 (at the strides a's floats would have, each what
+// the bf16 packing would round that float to, as gemm_run's b16): packed by the kernel's pack_a16
+// (half the bytes read, no rounding; the same bits). For a run where gemm_a16_usable() says so.
+static void gemm_ex_a16(int M, int N, int K, const uint16_t *a16, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,
+                        const uint16_t *b16, ptrdiff_t rs_b, ptrdiff_t cs_b, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+    gemm_run(M, N, K, NULL, a16, rs_a, cs_a, b, b16, rs_b, cs_b, NULL, c, ldc, ep);
+}
+
 // 1 if the next gemm_ex packs B from a bf16 copy when given one: bf16, on a kernel with pack_b16.
 static int gemm_b16_usable(void) { return precision_is_bf16() && gemm_kernel_current()->pack_b16 != NULL; }
+// 1 if the next gemm_ex_a16 can run: bf16, on a kernel with pack_a16 (every bf16 path).
+static int gemm_a16_usable(void) { return precision_is_bf16() && gemm_kernel_current()->pack_a16 != NULL; }
 // 1 if the run's bf16 products flush denormal operands to zero (gemm_kernel's flushes_denormals).
 static int gemm_flushes_bf16_denormals(void) { return precision_is_bf16() && gemm_kernel_current()->flushes_denormals; }

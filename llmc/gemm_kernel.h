@@ -322,11 +322,14 @@ typedef struct {
     // round each element to): the same packed panel as pack_b's; NULL where the kernel has none
     // (fp32), and gemm then packs B from the fp32 source
     void (*pack_b16)(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf);
+    // A's mc x kc block from bf16 bits (A(i, k) = a[i*rs + k*cs], what pack_a would round each
+    // element to): pack_a's panel; NULL where the kernel has none (fp32)
+    void (*pack_a16)(int mc, int kc, const uint16_t *a, ptrdiff_t rs, ptrdiff_t cs, float *buf);
     // a block whose a panels take at most this many bytes and whose columns are whole rows of C
     // runs its tiles a row of tiles after another (gemm_macro_kernel); 0: never
     int rows_outer_bytes;
     // 1: the products flush denormal bf16 operands to zero (vdpbf16ps, TDPBF16PS), so a bf16 copy
-    // of B may hold a zero for a denormal (adamw.h's vec_bf16_bits_ftz) and give the same sums
+    // of B may hold a zero for a denormal (vecmath.h's vec_bf16_bits_ftz) and give the same sums
     int flushes_denormals;
     // a block whose panels are longer than this many words a row runs every other tile of C (a
     // checkerboard) with its k steps last to first (gemm_tile_epilogue's k_reverse); 0: never

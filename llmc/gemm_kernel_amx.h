@@ -169,14 +169,21 @@ static void gemm_amx_thread_init(void) {
 // Pairs per panel row of a k block of kc k's: (kc + 1) / 2 rounded up to a tile row.
 static inline int gemm_amx_kw(int kc) { return ((kc + 1) / 2 + GEMM_AMX_KP - 1) / GEMM_AMX_KP * GEMM_AMX_KP; }
 
-// A (mc x kc k's, A(i, k) = a[i*rs + k*cs]) into 32-row panels of kw = gemm_amx_kw(kc) pairs:
-// panel[chunk q][row r][pair j] = the pair (k = 2(16q + j), k + 1) of row r, rounded to bf16
-// (nearest-even), zero past mc and kc. Rows along k (cs = 1, the forward products and the
-// product to the input): 16 pairs of a row at a time by vcvtne2ps2bf16; any other layout is
-// packed into the vdpbf16ps layout ([pair][row], gemm_pack_block_bf16_fast) on the stack and
-// transposed 16 x 16 words at a time.
+// Element e of an A block's source as bf16 bits in the high half: rounded from fp32 at a, or
+// taken from bf16 bits at a16 where that is not NULL.
+static inline __attribute__((always_inline)) uint32_t gemm_amx_bits_at(const float *a, const uint16_t *a16, ptrdiff_t e) {
+    return a16 != NULL ? (uint32_t)a16[e] << 16 : gemm_bf16_bits(a[e]);
+}
+
+// A (mc x kc k's, A(i, k) = a[i*rs + k*cs], or bf16 bits at a16 where that is not NULL) into
+// 32-row panels of kw = gemm_amx_kw(kc) pairs: panel[chunk q][row r][pair j] = the pair (k =
+// 2(16q + j), k + 1) of row r, rounded to bf16 (nearest-even), zero past mc and kc. Rows along k
+// (cs = 1, the forward products and the product to the input): 16 pairs of a row at a time (by
+// vcvtne2ps2bf16 from fp32); any other layout is packed into the vdpbf16ps layout ([pair][row],
+// gemm_pack_block_bf16_fast) on the stack and transposed 16 x 16 words at a time.
 GEMM_AMX_TARGET
-static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+static inline __attribute__((always_inline)) void gemm_pack_a_amx_ex(int mc, int kc, const float *a, const uint16_t *a16,
+                                                                     ptrdiff_t rs, ptrdiff_t cs, float *buf) {
     const int kw = gemm_amx_kw(kc), kfull = kc / 2, kcp = (kc + 1) / 2;
     uint32_t *w = (uint32_t *)buf;
     for (int r0 = 0; r0 < mc; r0 += GEMM_AMX_MR) {
@@ -184,30 +191,39 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
         uint32_t *panel = w + (size_t)r0 * kw;
         if (cs == 1) {
             for (int r = 0; r < GEMM_AMX_MR; r++) {
-                const float *row = a + (ptrdiff_t)(r0 + r) * rs;
+                const ptrdiff_t row = (ptrdiff_t)(r0 + r) * rs;
                 int p = 0;
                 if (r < rn) {
                     for (; p + 16 <= kfull; p += 16) {
-                        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p + 16), _mm512_loadu_ps(row + 2 * p));
-                        _mm512_store_si512((void *)(panel + (size_t)(p / 16) * GEMM_AMX_MR * 16 + r * 16), (__m512i)v);
+                        __m512i v;
+                        if (a16 != NULL) {
+                            v = _mm512_loadu_si512((const void *)(a16 + row + 2 * p));
+                        } else {
+                            v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + row + 2 * p + 16), _mm512_loadu_ps(a + row + 2 * p));
+                        }
+                        _mm512_store_si512((void *)(panel + (size_t)(p / 16) * GEMM_AMX_MR * 16 + r * 16), v);
                     }
                 }
                 for (; p < kw; p++) {
-                    const float lo = r < rn && p < kcp ? row[2 * p] : 0.0f, hi = r < rn && p < kfull ? row[2 * p + 1] : 0.0f;
-                    panel[(size_t)(p / 16) * GEMM_AMX_MR * 16 + r * 16 + p % 16] = gemm_bf16_pair(lo, hi);
+                    const uint32_t lo = r < rn && p < kcp ? gemm_amx_bits_at(a, a16, row + 2 * p) : 0;
+                    const uint32_t hi = r < rn && p < kfull ? gemm_amx_bits_at(a, a16, row + 2 * p + 1) : 0;
+                    panel[(size_t)(p / 16) * GEMM_AMX_MR * 16 + r * 16 + p % 16] = hi | lo >> 16;
                 }
             }
             continue;
         }
         // [pair][row] on the stack, then each 16 x 16 block of words transposed into place
         uint32_t stage[GEMM_AMX_KCP * GEMM_AMX_MR] __attribute__((aligned(64)));
-        const int fast = rn == GEMM_AMX_MR && gemm_pack_block_bf16_fast(GEMM_AMX_MR, GEMM_AMX_MR, kfull, kw, a + r0 * rs, NULL, rs, cs, stage)
+        const int fast = rn == GEMM_AMX_MR && gemm_pack_block_bf16_fast(GEMM_AMX_MR, GEMM_AMX_MR, kfull, kw,
+                                                                        a16 != NULL ? NULL : a + r0 * rs,
+                                                                        a16 != NULL ? a16 + r0 * rs : NULL, rs, cs, stage)
                              ? kfull : 0;
         for (int p = fast; p < kw; p++) {
             for (int r = 0; r < GEMM_AMX_MR; r++) {
-                const float *e = a + (ptrdiff_t)(r0 + r) * rs + (ptrdiff_t)(2 * p) * cs;
-                const float lo = r < rn && p < kcp ? e[0] : 0.0f, hi = r < rn && p < kfull ? e[cs] : 0.0f;
-                stage[(size_t)p * GEMM_AMX_MR + r] = gemm_bf16_pair(lo, hi);
+                const ptrdiff_t e = (ptrdiff_t)(r0 + r) * rs + (ptrdiff_t)(2 * p) * cs;
+                const uint32_t lo = r < rn && p < kcp ? gemm_amx_bits_at(a, a16, e) : 0;
+                const uint32_t hi = r < rn && p < kfull ? gemm_amx_bits_at(a, a16, e + cs) : 0;
+                stage[(size_t)p * GEMM_AMX_MR + r] = hi | lo >> 16;
             }
         }
         for (int q = 0; q < kw / 16; q++) {
@@ -221,6 +237,14 @@ static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdif
             }
         }
     }
+}
+GEMM_AMX_TARGET
+static void gemm_pack_a_amx(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_a_amx_ex(mc, kc, a, NULL, rs, cs, buf);
+}
+GEMM_AMX_TARGET
+static void gemm_pack_a16_amx(int mc, int kc, const uint16_t *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_a_amx_ex(mc, kc, NULL, a, rs, cs, buf);
 }
 
 // One k step of the 32 x 32 tile: 16 pairs of its a panel (2 KiB at aq: rows 0-15, then 16-31)

@@ -9,8 +9,8 @@ rounded to bf16 on the way where the run is bf16 (the micro-kernels round nothin
     AMX's B panels are the same, padded to whole tile rows, and its A panels are its own
     (gemm_pack_a_amx in gemm_kernel_amx.h: each row contiguous in k, as a tile wants).
 
-Any source layout is read through a row stride and a k stride, fp32 or the weights' bf16 copy
-(src16); the layouts the model uses have vectorized paths (in-register transposes, and
+Any source layout is read through a row stride and a k stride, fp32 or bf16 bits (src16: the
+weights' copy, or the classifier's dlogits); the layouts the model uses have vectorized paths (in-register transposes, and
 gemm_kernel_bf16.h's gemm_pack_block_bf16_fast). gemm.h's kernel table (gemm_kernels) names, for each
 kernel, the packers at the end of this file.
 */
@@ -267,6 +267,9 @@ static void gemm_pack_b_bf16_emulated(int kc, int nc, const float *b, ptrdiff_t 
 static void gemm_pack_b16_bf16_emulated(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
     gemm_pack_panels_ex(GEMM_NR, 1, nc, kc, NULL, b, cs, rs, buf);
 }
+static void gemm_pack_a16_bf16_emulated(int mc, int kc, const uint16_t *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_panels_ex(GEMM_MR, 1, mc, kc, NULL, a, rs, cs, buf);
+}
 
 #if GEMM_HAVE_BF16_KERNEL
 static void gemm_pack_b16_bf16_native(int kc, int nc, const uint16_t *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
@@ -274,6 +277,9 @@ static void gemm_pack_b16_bf16_native(int kc, int nc, const uint16_t *b, ptrdiff
 }
 static void gemm_pack_a_bf16_native(int mc, int kc, const float *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
     gemm_pack_bf16(GEMM_BF16_MR, mc, kc, (kc + 1) / 2, a, NULL, rs, cs, (uint32_t *)buf);
+}
+static void gemm_pack_a16_bf16_native(int mc, int kc, const uint16_t *a, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
+    gemm_pack_bf16(GEMM_BF16_MR, mc, kc, (kc + 1) / 2, NULL, a, rs, cs, (uint32_t *)buf);
 }
 static void gemm_pack_b_bf16_native(int kc, int nc, const float *b, ptrdiff_t rs, ptrdiff_t cs, float *buf) {
     gemm_pack_bf16(GEMM_BF16_NR, nc, kc, (kc + 1) / 2, b, NULL, cs, rs, (uint32_t *)buf);

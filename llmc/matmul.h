@@ -131,6 +131,24 @@ static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const 
     if (dbias != NULL) { matmul_backward_bias(dbias, dout, BT, OC, (flags & MATMUL_OVERWRITE_DBIAS) != 0); }
 }
 
+// matmul_backward_ex's dinp and dweight (no dbias) from dout given only as bf16 bits: dout16's
+// row i at dout16 + i * ld16, each what the bf16 packing would round dout's float to (the
+// classifier writes dlogits so). For a bf16 run where gemm_a16_usable(): the products pack A from
+// it (half the bytes read, no rounding), with the same bits as from the floats.
+static void matmul_backward_bf16_dout(float *dinp, float *dweight, const uint16_t *dout16, ptrdiff_t ld16,
+                                      const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
+                                      int OC, unsigned flags, const gemm_final_hook *dweight_final) {
+    if (dinp != NULL) {
+        const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
+        gemm_ex_a16(BT, C, OC, dout16, ld16, 1, weight, weight16, C, 1, dinp, C, &ep);
+    }
+    if (dweight != NULL) {
+        gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
+        if (dweight_final != NULL) { ep.on_final = *dweight_final; }
+        gemm_ex_a16(OC, C, BT, dout16, 1, ld16, inp, NULL, C, 1, dweight, C, &ep);
+    }
+}
+
 // dinp (BT, C) += dout . weight, dweight (OC, C) += dout^T . inp, dbias (OC) += column sums
 // of dout. dinp, dweight or dbias may be NULL to skip it.
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,

@@ -661,6 +661,65 @@ static void check_b16_copy(void) {
     }
 }
 
+// gemm_ex_a16 (A given only as bf16 bits: the classifier's dlogits in bf16 training) against gemm
+// with the floats those bits were rounded from, on the current bf16 path: the same bits, for A as
+// it is and transposed (the head's two backward products read dlogits both ways), rows of A
+// further apart than K (dlogits' rows are 2 Vp uint16 apart), odd K, partial panels, several k
+// blocks, 1 to 4 threads; A holds NaN, inf, subnormals and rounding ties.
+static void check_a16(void) {
+    if (!gemm_a16_usable()) {
+        report("A from bf16 bits: skipped, fp32 has no pack_a16", 1, "");
+        return;
+    }
+    const int sizes[] = {1, 2, 3, 12, 13, 31, 32, 33, 64, 97, 200, 385};
+    const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    uint64_t s = 2424;
+    int differ = 0, count = 0;
+    char first[200] = "";
+    for (int trial = 0; trial < 96; trial++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        const int M = sizes[s % nsizes], N = sizes[(s >> 8) % nsizes], trans_a = (int)((s >> 24) & 1);
+        int K = sizes[(s >> 16) % nsizes];
+        if (trial % 4 == 0) { K = 2 * GEMM_BF16_KCP + 1 + (int)(s >> 40) % 700; }
+        const int pad = (int)((s >> 30) % 3) * 17, threads = 1 + trial % 4;
+        const ptrdiff_t lda = (trans_a ? M : K) + pad;
+        const ptrdiff_t rs_a = trans_a ? 1 : lda, cs_a = trans_a ? lda : 1;
+        const size_t na = (size_t)(trans_a ? K : M) * lda;
+        float *a = malloc_or_die(na * sizeof(float), "a"), *b = malloc_or_die((size_t)K * N * sizeof(float), "b");
+        uint16_t *a16 = malloc_or_die(na * sizeof(uint16_t), "a16");
+        float *c1 = malloc_or_die((size_t)M * N * sizeof(float), "c"), *c2 = malloc_or_die((size_t)M * N * sizeof(float), "c");
+        for (size_t i = 0; i < (size_t)K * N; i++) { b[i] = (float)((int)(xorshift(&s) % 2001) - 1000) / 997.0f; }
+        const uint64_t special_every = 64 * (uint64_t)((K + 63) / 64);
+        for (size_t i = 0; i < na; i++) {
+            const uint64_t r = xorshift(&s);
+            float x = (float)((int)(r % 200001) - 100000) / 77777.0f;
+            switch ((r >> 40) % special_every) {
+            case 0: x = NAN; break;
+            case 1: x = -INFINITY; break;
+            case 2: x = 0x1p-130f * (float)((int)(r >> 20) % 97 - 48); break;
+            case 3: x = 1.0f + 0x1p-8f; break;
+            case 4: x = 1.0f + 0x1.8p-8f; break;
+            default: break;
+            }
+            a[i] = x;
+            a16[i] = (uint16_t)(gemm_bf16_bits(x) >> 16);
+        }
+        set_threads(threads);
+        gemm(M, N, K, a, rs_a, cs_a, b, N, 1, c1, N, NULL);
+        gemm_ex_a16(M, N, K, a16, rs_a, cs_a, b, NULL, N, 1, c2, N, NULL);
+        count++;
+        if (memcmp(c1, c2, (size_t)M * N * sizeof(float)) != 0 && differ++ == 0) {
+            snprintf(first, sizeof(first), "first at M=%d N=%d K=%d transA=%d lda=%td threads=%d", M, N, K, trans_a, lda, threads);
+        }
+        free(a); free(b); free(a16); free(c1); free(c2);
+    }
+    set_threads(4);
+    char name[200], detail[260];
+    snprintf(name, sizeof(name), "%s: A from bf16 bits bit-identical to A from fp32 on %d problems", mode_name, count);
+    snprintf(detail, sizeof(detail), "%d differ, %s", differ, first);
+    report(name, differ == 0, detail);
+}
+
 static void check_all_gemms(void) {
     check_problems();
     check_determinism();
@@ -716,6 +775,7 @@ int main(int argc, char **argv) {
         printf("%s: %s\n", mode_name, matmul_precision_path());
         check_all_gemms();
         check_b16_copy();
+        check_a16();
     }
 #if GEMM_HAVE_BF16_KERNEL
     if (native) { check_native_vs_emulated(); }

@@ -6,6 +6,8 @@ counts each thread's time stamp counter ticks in packing B, packing A (its own b
 share of the shared A and the barrier after it), the tiles, and the whole call; this prints
 each as ms per call, the mean over the threads, beside the call's wall time (best of the calls),
 then the same summed over a layer's 12 products at T=64 and at T=1024 and over the LM head's 3.
+In bf16 the LM head's two backward products run once more with dout as bf16 bits ("A bf16"), as
+train_gpt2 gives them its dlogits (llmc/classifier.h): the same tiles, half the bytes to pack A from.
 Packing plus tiles plus waiting falls short of the call by the loops' own overhead.
 
     OMP_NUM_THREADS=2 ./gemm_phases [fp32]            # bf16 on the run's path by default
@@ -41,8 +43,15 @@ int main(int argc, char **argv) {
     for (int s = 0; s < MATMUL_GPT2_SHAPES; s++) {
         const int group = s < 4 ? 0 : (s < 8 ? 1 : 2);  // matmul_bench.h's order: T=64's four, T=1024's, the LM head
         matmul_product r = matmul_product_alloc(&matmul_shapes[s], !fp32);
-        for (int q = MATMUL_FWD; q <= MATMUL_DW; q++) {
-            r.prod = q;
+        // in bf16 the LM head's two backward products once more, dout (dlogits) as bf16 bits as
+        // train_gpt2 gives it (not in the group's sums)
+        const int extra = group == 2 && !fp32 ? 2 : 0;
+        for (int q = MATMUL_FWD; q <= MATMUL_DW + extra; q++) {
+            r.prod = q > MATMUL_DW ? q - 2 : q;
+            if (q > MATMUL_DW && r.dout16 == NULL) {
+                r.dout16 = aligned_alloc_or_die((size_t)r.BT * r.OC * sizeof(uint16_t), "dout's bf16 bits");
+                bf16_round_floats(r.dout16, r.dout, (size_t)r.BT * r.OC);
+            }
             // warm-up, not counted: 50 ms of calls at least (after a single call, the first
             // product's timed calls ran at half speed on the Zen 4 VM)
             for (const double t0 = omp_get_wtime(); omp_get_wtime() - t0 < 0.05;) { matmul_product_run(&r); }
@@ -58,13 +67,15 @@ int main(int argc, char **argv) {
             for (int t = 0; t < threads; t++) {
                 for (int k = 0; k < GEMM_PHASES; k++) { ph[k] += gemm_phase_ticks[t][k] / tpm / calls / threads; }
             }
-            for (int k = 0; k < GEMM_PHASES; k++) { sums[group][k] += ph[k]; }
-            sums[group][GEMM_PHASES] += wall;
+            if (q <= MATMUL_DW) {
+                for (int k = 0; k < GEMM_PHASES; k++) { sums[group][k] += ph[k]; }
+                sums[group][GEMM_PHASES] += wall;
+            }
             int M, N, K;
             matmul_product_dims(&r, &M, &N, &K);
             printf("%-18s %-4s M=%-5d N=%-5d K=%-5d wall %8.3f | pack B %7.3f | pack A %7.3f | tiles %8.3f | wait %6.3f | "
                    "call %8.3f | tiles %6.1f GFLOP/s a thread\n",
-                   matmul_shapes[s].name, matmul_product_names[q], M, N, K, wall, ph[GEMM_PHASE_PACK_B], ph[GEMM_PHASE_PACK_A],
+                   matmul_shapes[s].name, q > MATMUL_DW ? (r.prod == MATMUL_DINP ? "dinp, A bf16" : "dw, A bf16") : matmul_product_names[q], M, N, K, wall, ph[GEMM_PHASE_PACK_B], ph[GEMM_PHASE_PACK_A],
                    ph[GEMM_PHASE_TILES], ph[GEMM_PHASE_WAIT], ph[GEMM_PHASE_CALL],
                    ph[GEMM_PHASE_TILES] > 0 ? 2.0 * M * N * K / threads / (ph[GEMM_PHASE_TILES] * 1e6) : 0.0);
         }

@@ -52,13 +52,15 @@ typedef struct {
     int prod, BT, C, OC;
     float *inp, *weight, *dout, *out, *dinp, *dweight;
     uint16_t *weight16;  // NULL in fp32
+    uint16_t *dout16;    // where not NULL, the backward products read dout as these bf16 bits
+                         // (matmul_backward_bf16_dout, the classifier's dlogits in bf16 training)
 } matmul_product;
 
 static matmul_product matmul_product_alloc(const matmul_shape *sh, int bf16) {
     const int BT = sh->BT, C = sh->C, OC = sh->OC;
     matmul_product r = {MATMUL_FWD, BT, C, OC, make_random((size_t)BT * C, 1), make_random((size_t)OC * C, 2),
                         make_random((size_t)BT * OC, 3), make_random((size_t)BT * OC, 4), make_random((size_t)BT * C, 5),
-                        make_random((size_t)OC * C, 6), NULL};
+                        make_random((size_t)OC * C, 6), NULL, NULL};
     if (bf16) {
         r.weight16 = aligned_alloc_or_die((size_t)OC * C * sizeof(uint16_t), "the weight's bf16 copy");
         bf16_round_floats(r.weight16, r.weight, (size_t)OC * C);
@@ -67,12 +69,18 @@ static matmul_product matmul_product_alloc(const matmul_shape *sh, int bf16) {
 }
 
 static void matmul_product_free(matmul_product *r) {
-    free(r->inp), free(r->weight), free(r->dout), free(r->out), free(r->dinp), free(r->dweight), free(r->weight16);
+    free(r->inp), free(r->weight), free(r->dout), free(r->out), free(r->dinp), free(r->dweight), free(r->weight16), free(r->dout16);
 }
 
 static void matmul_product_run(void *p) {
     const matmul_product *r = p;
     if (r->prod == MATMUL_FWD) { matmul_forward(r->out, r->inp, r->weight, r->weight16, NULL, r->BT, r->C, r->OC); }
+    if (r->dout16 != NULL && r->prod != MATMUL_FWD) {
+        const int dinp = r->prod == MATMUL_DINP;
+        matmul_backward_bf16_dout(dinp ? r->dinp : NULL, dinp ? NULL : r->dweight, r->dout16, r->OC, r->inp, r->weight,
+                                  r->weight16, r->BT, r->C, r->OC, MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT, NULL);
+        return;
+    }
     if (r->prod == MATMUL_DINP) {
         matmul_backward_ex(r->dinp, NULL, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
                            MATMUL_OVERWRITE_DINP, NULL);
