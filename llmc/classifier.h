@@ -6,7 +6,8 @@ The logits of all B*T rows would be (B*T, Vp) floats, 824 MB at B=4, T=1024,
 so the rows are processed in chunks through one (chunk_rows, Vp) scratch
 buffer. When training, each chunk's logits become dlogits in place and the
 head's backward runs right away, as llm.c's fused classifier does on the GPU:
-the logits never have to be computed twice.
+the logits never have to be computed twice. In bf16 the dlogits are written as
+bf16 bits, which is all the products read of them (half the bytes).
 */
 #pragma once
 
@@ -20,6 +21,9 @@ the logits never have to be computed twice.
 // cross-entropy loss against targets (N): losses[i] = logsumexp - logits[target].
 // If dloss != 0, the row becomes d(dloss * loss)/dlogits = dloss * (softmax - onehot)
 // in place, with zeros in the padded columns V..Vp-1; otherwise logits are left as they are.
+// With bf16 set (a bf16 run), that gradient is written instead as bf16 bits into the first half
+// of the row's own storage (see classifier_rows_to_bf16), what the products' packing would round
+// each float to: the backward products then read half the bytes (matmul_backward_bf16_dout).
 //
 // Vectorized (vecmath.h), parallel over rows; a row (V = 50257 floats, 200 KB) stays in L2
 // between its passes: the max; then e = exp(x - max) and their sum (stored into the row
@@ -27,8 +31,30 @@ the logits never have to be computed twice.
 // The sum runs in blocks of CE_SUM_BLOCK terms, each summed in 4 x VEC_WIDTH float
 // partial sums and added to a double: 50257 terms lose nothing to fp32 rounding.
 #define CE_SUM_BLOCK 1024
+// bf16 bits of a float, scalar: as vec_bf16_bits (the ftz flavour differs only on denormals, which
+// the products that flush them read as zeros either way).
+static inline uint16_t classifier_bf16(float x) { return (uint16_t)(gemm_bf16_bits(x) >> 16); }
+VEC_INLINE vbf16 classifier_bf16_vec(vfloat x, int ftz) { return ftz ? vec_bf16_bits_ftz(x) : vec_bf16_bits_fast(x); }
+
+// Row i of dlogits (N, Vp) as bf16 bits at (uint16_t *)(dlogits + i * Vp), its first Vp / 2 floats'
+// bytes, rows 2 Vp uint16 apart: each row is rounded in place, front to back, every vector loaded
+// before the bytes it overwrites are stored (those of floats already read), so rows stay apart and
+// run in parallel. ftz (gemm_flushes_bf16_denormals): denormals may become zeros (vec_bf16_bits_ftz).
+static void classifier_rows_to_bf16(float *dlogits, int N, int V, int Vp, int ftz) {
+    const int body = V / VEC_WIDTH * VEC_WIDTH;
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *row = dlogits + (size_t)i * Vp;
+        uint16_t *row16 = (uint16_t *)row;
+        int v = 0;
+        for (; v < body; v += VEC_WIDTH) { vec_store_bf16_partial(row16 + v, classifier_bf16_vec(vec_load(row + v), ftz), VEC_WIDTH); }
+        for (; v < V; v++) { row16[v] = classifier_bf16(row[v]); }
+        for (; v < Vp; v++) { row16[v] = 0; }
+    }
+}
+
 static void crossentropy_softmax_forward_backward(float *losses, float *logits, const int *targets,
-                                                  float dloss, int N, int V, int Vp) {
+                                                  float dloss, int N, int V, int Vp, int bf16, int ftz) {
     const int body = V / VEC_WIDTH * VEC_WIDTH, tail = V - body;
     const vint tail_lanes = vec_lanes_below(tail);
     #pragma omp parallel for schedule(static)
@@ -74,7 +100,18 @@ static void crossentropy_softmax_forward_backward(float *losses, float *logits, 
             if (store) { vec_store_partial(row + body, e, tail); }
         }
         losses[i] = maxval + (float)log(sum) - target_logit;
-        if (store) {
+        if (store && bf16) {  // as below, rounded, into the row's first half (classifier_rows_to_bf16)
+            const vfloat scale = vec_set1((float)(dloss / sum));
+            const int t = targets[i];
+            uint16_t *row16 = (uint16_t *)row;
+            for (v = 0; v < body; v += VEC_WIDTH) {
+                vfloat x = vec_load(row + v) * scale;
+                if (t - v >= 0 && t - v < VEC_WIDTH) { x[t - v] -= dloss; }
+                vec_store_bf16_partial(row16 + v, classifier_bf16_vec(x, ftz), VEC_WIDTH);
+            }
+            for (; v < V; v++) { row16[v] = classifier_bf16(v == t ? row[v] * scale[0] - dloss : row[v] * scale[0]); }
+            for (; v < Vp; v++) { row16[v] = 0; }
+        } else if (store) {
             const vfloat scale = vec_set1((float)(dloss / sum));
             for (v = 0; v < body; v += VEC_WIDTH) { vec_store(row + v, vec_load(row + v) * scale); }
             for (; v < V; v++) { row[v] *= scale[0]; }

@@ -858,6 +858,14 @@ static void gpt2_forward_to_lnf(GPT2 *model, const int *inputs, int B, int T) {
     forward_final_layernorm(model, B, T);
 }
 
+// LLMC_BF16_DLOGITS=0: bf16 training writes the dlogits as floats, which the products round as they
+// pack them (the same bits, more bytes moved); for tests and comparisons.
+static int classifier_bf16_dlogits_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) { enabled = env_flag("LLMC_BF16_DLOGITS", 1, "the dlogits as floats", "as bf16 bits, in bf16 training"); }
+    return enabled;
+}
+
 // The classifier over all N rows, chunk by chunk (see classifier.h). With
 // dloss != 0 it also runs the head's backward: dlnf = dlogits . wte and
 // grads.wte += dlogits^T . lnf (= for the first chunk after gpt2_zero_grad). Returns the mean loss.
@@ -865,6 +873,9 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
     const GPT2Config *cfg = &model->config;
     const int C = cfg->channels, V = cfg->vocab_size, Vp = cfg->padded_vocab_size;
     ActivationTensors *acts = &model->acts;
+    // in bf16 the dlogits as bf16 bits (classifier.h), to an observer first as floats
+    const int dlogits16 = dloss != 0.0f && gemm_a16_usable() && classifier_bf16_dlogits_enabled();
+    const int ftz = gemm_flushes_bf16_denormals();
     for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK_ROWS) {
         int rows = N - r0 < CLASSIFIER_CHUNK_ROWS ? N - r0 : CLASSIFIER_CHUNK_ROWS;
         const float *x = acts->lnf + (size_t)r0 * C;
@@ -874,17 +885,24 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
             model->observer(model->observer_ctx, "logits", -1, acts->logits, r0, rows, Vp);
         }
         crossentropy_softmax_forward_backward(acts->losses + r0, acts->logits, targets + r0, dloss,
-                                              rows, V, Vp);
+                                              rows, V, Vp, dlogits16 && model->observer == NULL, ftz);
         fwd_lap(model, PROF_CLASSIFIER);
         if (dloss != 0.0f) {
             if (model->observer != NULL) {  // the logits are now their gradient
                 model->observer(model->observer_ctx, "dlogits", -1, acts->logits, r0, rows, Vp);
+                if (dlogits16) { classifier_rows_to_bf16(acts->logits, rows, V, Vp, ftz); }
             }
-            const int overwrite_dwte = model->grads_overwrite && r0 == 0 ? MATMUL_OVERWRITE_DWEIGHT : 0;
+            const unsigned flags = MATMUL_OVERWRITE_DINP | (model->grads_overwrite && r0 == 0 ? MATMUL_OVERWRITE_DWEIGHT : 0);
             // wte's gradient rows are final after the last chunk's product (but the tokens')
-            matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x, model->params.wte,
-                               gpt2_w16(model, model->params.wte), rows, C, Vp, MATMUL_OVERWRITE_DINP | overwrite_dwte,
-                               r0 + rows >= N ? grad_norm_hook(model) : NULL);
+            const gemm_final_hook *final = r0 + rows >= N ? grad_norm_hook(model) : NULL;
+            const uint16_t *wte16 = gpt2_w16(model, model->params.wte);
+            if (dlogits16) {
+                matmul_backward_bf16_dout(dlnf + (size_t)r0 * C, model->grads.wte, (const uint16_t *)acts->logits,
+                                          2 * (ptrdiff_t)Vp, x, model->params.wte, wte16, rows, C, Vp, flags, final);
+            } else {
+                matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x, model->params.wte,
+                                   wte16, rows, C, Vp, flags, final);
+            }
             bwd_lap(model, PROF_MATMUL);
         }
     }

@@ -88,7 +88,39 @@ typedef struct {
     static void run##f(void *p) { Args *a = p; f(a->losses, a->logits, a->targets, a->dloss, a->N, a->V, a->Vp); }
 CALL(crossentropy_softmax1)
 CALL(crossentropy_softmax2)
-CALL(crossentropy_softmax_forward_backward)
+static void runcrossentropy_softmax_forward_backward(void *p) {
+    Args *a = p;
+    crossentropy_softmax_forward_backward(a->losses, a->logits, a->targets, a->dloss, a->N, a->V, a->Vp, 0, 0);
+}
+// bf16 training's (llmc): the dlogits as bf16 bits in each row's first half
+static void runcrossentropy_softmax_bf16(void *p) {
+    Args *a = p;
+    crossentropy_softmax_forward_backward(a->losses, a->logits, a->targets, a->dloss, a->N, a->V, a->Vp, 1, 0);
+}
+
+// 1 if bf16 training's dlogits (a's logits after runcrossentropy_softmax_bf16) are bit for bit the
+// floats' (want, after the llmc version) rounded to bf16, the same losses too; prints the time.
+static int check_bf16_dlogits(const char *shape, Args *a, const float *want, const float *want_losses) {
+    const size_t n = (size_t)a->N * a->Vp;
+    memcpy(a->logits, a->init, n * 4);
+    runcrossentropy_softmax_bf16(a);
+    size_t bad = 0;
+    for (int i = 0; i < a->N; i++) {
+        const uint16_t *row16 = (const uint16_t *)(a->logits + (size_t)i * a->Vp);
+        for (int v = 0; v < a->Vp; v++) { bad += row16[v] != (uint16_t)(gemm_bf16_bits(want[(size_t)i * a->Vp + v]) >> 16); }
+        bad += a->losses[i] != want_losses[i];
+    }
+    double best = 1e30;
+    for (int k = 0; k < 5; k++) {
+        memcpy(a->logits, a->init, n * 4);
+        const double t0 = now_seconds();
+        runcrossentropy_softmax_bf16(a);
+        best = fmin(best, (now_seconds() - t0) * 1e3);
+    }
+    printf("  %-16s llmc, dlogits as bf16 bits: %.3f ms, %s\n", shape, best,
+           bad ? "MISMATCH with the floats' rounding" : "each the bf16 rounding of the floats, bit for bit");
+    return bad == 0;
+}
 
 static const struct { void (*fn)(void *); const char *what; } VERSIONS[] = {
     {runcrossentropy_softmax1, "simple"},
@@ -145,6 +177,15 @@ int main(int argc, char **argv) {
                     printf("  %-16s v%d max |loss - float64 loss| = %.3e\n", shapes[s].name, v,
                            loss_error(a.losses, init, targets, N, V, Vp));
                 }
+            }
+            if (training) {  // the llmc version's floats, then its bf16 bits against them
+                float *want = aligned_alloc_or_die(NVp * 4, "dlogits"), *want_losses = aligned_alloc_or_die(N * 4, "losses");
+                memcpy(a.logits, init, NVp * 4);
+                runcrossentropy_softmax_forward_backward(&a);
+                memcpy(want, a.logits, NVp * 4);
+                memcpy(want_losses, a.losses, N * 4);
+                fails += !check_bf16_dlogits(shapes[s].name, &a, want, want_losses);
+                free(want); free(want_losses);
             }
             outputs_free(&o);
             free(a.losses); free(a.logits); free(init); free(targets);

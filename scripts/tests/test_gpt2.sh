@@ -196,6 +196,9 @@ MUTANTS=(
     "llmc/gemm_pack.h|s/    if (!emulated) { return; }/    if (!emulated) { return; } if (P == GEMM_MR) { return; }/|h.0.qkv|bf16 A operand left unrounded (emulated path)|bf16|LLMC_BF16_EMULATE=1"
     "$a_pair_swap|h.0.qkv|bf16 pair order swapped in the A packing (emulated path)|bf16|LLMC_BF16_EMULATE=1"
     "$a_pair_swap|h.0.qkv|bf16 pair order swapped in the A packing (vdpbf16ps path)|bf16|LLMC_BF16_PATH=avx512bf16"
+    # bf16: the dlogits' bf16 bits (llmc/classifier.h; here, with test_gpt2's observer, rounded
+    # after it resyncs them) truncated instead of rounded: the head's input gradient shows it
+    "llmc/classifier.h|s/classifier_bf16_vec(vec_load(row + v), ftz)/classifier_bf16_vec((vfloat)((vint)vec_load(row + v) \& (int32_t)0xffff0000u), ftz)/|dlnf|bf16 dlogits rounded by truncation|bf16"
     # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
     # pair order swapped in attn_pack_row_pairs (pairs of rows), and in attn_pack_col_pairs
     # (pairs along a row), as pair words (vdpbf16ps) and as split floats (emulated): each

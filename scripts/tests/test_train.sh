@@ -253,6 +253,31 @@ else
         else pass "mutant caught: $what (step 0 agrees, the run differs after)"; fi
     fi
 
+    # --- bf16 training writes the classifier's dlogits as bf16 bits, which the head's backward
+    # products pack from (llmc/classifier.h): bit-identical to writing floats that the packing
+    # rounds (LLMC_BF16_DLOGITS=0) over 10 steps, on the fastest bf16 path and the emulated one;
+    # and dlogits written without the target's -1 (times dloss) must break it.
+    LLMC_BF16_DLOGITS=0 recompute_run ./train_gpt2 bf16 0 "$tmp/dl32_bf16"
+    if [ "$(grep -c ' trl:' "$tmp/dl32_bf16/main.log")" -eq 10 ] && same_run "$tmp/rc0_bf16" "$tmp/dl32_bf16"; then
+        pass "bf16 dlogits written as bf16 bits are bit-identical to LLMC_BF16_DLOGITS=0 over 10 steps (checkpoints, losses, samples)"
+    else
+        fail "bf16 dlogits bit-identical to LLMC_BF16_DLOGITS=0" "$(tail -n 1 "$tmp/dl32_bf16.out")"
+    fi
+    LLMC_BF16_PATH=emulated LLMC_BF16_DLOGITS=0 recompute_run ./train_gpt2 bf16 1 "$tmp/dl32_emu"
+    if [ "$(grep -c ' trl:' "$tmp/dl32_emu/main.log")" -eq 10 ] && same_run "$tmp/w16on_emu" "$tmp/dl32_emu"; then
+        pass "bf16 dlogits as bf16 bits bit-identical to LLMC_BF16_DLOGITS=0 on the emulated path, --recompute 1"
+    else
+        fail "bf16 dlogits bit-identical on the emulated path" "$(tail -n 1 "$tmp/dl32_emu.out")"
+    fi
+    what="the classifier's bf16 dlogits without the target's term"
+    if build_mutant llmc/classifier.h 's/{ x\[t - v\] -= dloss; }/{ }/' "$what"; then
+        recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
+        if same_run "$tmp/dl32_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+        else pass "mutant caught: $what (the run differs from LLMC_BF16_DLOGITS=0)"; fi
+    fi
+    expect_error "LLMC_BF16_DLOGITS=2" 1 "^error: LLMC_BF16_DLOGITS=2: expected 0" env LLMC_BF16_DLOGITS=2 \
+        ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1 --precision bf16
+
     # --- the gradient norm summed block by block as the backward pass finishes the gradients
     # (llmc/gpt2.h, GradNormSums) is the pass after the backward, bit for bit
     # (LLMC_NORM_IN_BACKWARD=0): fp32 and bf16, 10 steps; and a block's slice summed one layer
