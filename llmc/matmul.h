@@ -112,6 +112,31 @@ static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC
     }
 }
 
+// The backward products from dout (BT, OC), rows ld apart, given as floats or, where dout16 is
+// not NULL, only as bf16 bits (gemm_ex_a16; dout unused): dinp (BT, C) (+)= dout . weight and
+// dweight (OC, C) (+)= dout^T . inp, as matmul_backward_ex's flags say.
+static void matmul_backward_products(float *dinp, float *dweight, const float *dout, const uint16_t *dout16,
+                                     ptrdiff_t ld, const float *inp, const float *weight, const uint16_t *weight16,
+                                     int BT, int C, int OC, unsigned flags, const gemm_final_hook *dweight_final) {
+    if (dinp != NULL) {
+        const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
+        if (dout16 != NULL) {
+            gemm_ex_a16(BT, C, OC, dout16, ld, 1, weight, weight16, C, 1, dinp, C, &ep);
+        } else {
+            gemm_ex(BT, C, OC, dout, ld, 1, weight, weight16, C, 1, dinp, C, &ep);
+        }
+    }
+    if (dweight != NULL) {
+        gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
+        if (dweight_final != NULL) { ep.on_final = *dweight_final; }
+        if (dout16 != NULL) {
+            gemm_ex_a16(OC, C, BT, dout16, 1, ld, inp, NULL, C, 1, dweight, C, &ep);
+        } else {
+            gemm(OC, C, BT, dout, 1, ld, inp, C, 1, dweight, C, &ep);
+        }
+    }
+}
+
 // dout is (BT, OC). dinp (BT, C) (+)= dout . weight, dweight (OC, C) (+)= dout^T . inp,
 // dbias (OC) (+)= column sums of dout; flags (MATMUL_OVERWRITE_*) pick = over += for each.
 // Any of dinp, dweight, dbias may be NULL to skip it. dweight_final (or NULL) is told of rows
@@ -119,15 +144,7 @@ static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC
 static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const float *dout,
                                const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
                                int OC, unsigned flags, const gemm_final_hook *dweight_final) {
-    if (dinp != NULL) {
-        const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
-        gemm_ex(BT, C, OC, dout, OC, 1, weight, weight16, C, 1, dinp, C, &ep);
-    }
-    if (dweight != NULL) {
-        gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
-        if (dweight_final != NULL) { ep.on_final = *dweight_final; }
-        gemm(OC, C, BT, dout, 1, OC, inp, C, 1, dweight, C, &ep);
-    }
+    matmul_backward_products(dinp, dweight, dout, NULL, OC, inp, weight, weight16, BT, C, OC, flags, dweight_final);
     if (dbias != NULL) { matmul_backward_bias(dbias, dout, BT, OC, (flags & MATMUL_OVERWRITE_DBIAS) != 0); }
 }
 
@@ -138,15 +155,7 @@ static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const 
 static void matmul_backward_bf16_dout(float *dinp, float *dweight, const uint16_t *dout16, ptrdiff_t ld16,
                                       const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
                                       int OC, unsigned flags, const gemm_final_hook *dweight_final) {
-    if (dinp != NULL) {
-        const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
-        gemm_ex_a16(BT, C, OC, dout16, ld16, 1, weight, weight16, C, 1, dinp, C, &ep);
-    }
-    if (dweight != NULL) {
-        gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DWEIGHT) ? NULL : dweight, .ld_addend = C};
-        if (dweight_final != NULL) { ep.on_final = *dweight_final; }
-        gemm_ex_a16(OC, C, BT, dout16, 1, ld16, inp, NULL, C, 1, dweight, C, &ep);
-    }
+    matmul_backward_products(dinp, dweight, NULL, dout16, ld16, inp, weight, weight16, BT, C, OC, flags, dweight_final);
 }
 
 // dinp (BT, C) += dout . weight, dweight (OC, C) += dout^T . inp, dbias (OC) += column sums

@@ -578,6 +578,19 @@ static uint64_t xorshift(uint64_t *s) {
     return *s;
 }
 
+// An operand element from random bits r: mostly a value in [-1.3, 1.3], and once in special_every
+// a NaN, -inf, a subnormal or a rounding tie (checks of the bf16 copies of A and B).
+static float operand_with_specials(uint64_t r, uint64_t special_every) {
+    switch ((r >> 40) % special_every) {
+    case 0: return NAN;
+    case 1: return -INFINITY;
+    case 2: return 0x1p-130f * (float)((int)(r >> 20) % 97 - 48);  // subnormal
+    case 3: return 1.0f + 0x1p-8f;                                 // a tie: to even (1)
+    case 4: return 1.0f + 0x1.8p-8f;                               // a tie: to even (up)
+    default: return (float)((int)(r % 200001) - 100000) / 77777.0f;
+    }
+}
+
 // gemm_ex with B from its bf16 copy (gemm_bf16_bits of each float: what gpt2.h's AdamW writes)
 // against gemm with the fp32 B, on the current bf16 path: the same bits, for B as it is and
 // transposed (both of GPT-2's layouts: pairs along rows, and pairs across two rows), odd K,
@@ -610,18 +623,8 @@ static void check_b16_copy(void) {
         // NaN or -inf in every column of B would make every sum NaN, and NaN = NaN hides the rest
         const uint64_t special_every = 64 * (uint64_t)((K + 63) / 64);
         for (size_t i = 0; i < nb; i++) {
-            const uint64_t r = xorshift(&s);
-            float x = (float)((int)(r % 200001) - 100000) / 77777.0f;
-            switch ((r >> 40) % special_every) {
-            case 0: x = NAN; break;
-            case 1: x = -INFINITY; break;
-            case 2: x = 0x1p-130f * (float)((int)(r >> 20) % 97 - 48); break;  // subnormal
-            case 3: x = 1.0f + 0x1p-8f; break;                                 // a tie: to even (1)
-            case 4: x = 1.0f + 0x1.8p-8f; break;                               // a tie: to even (up)
-            default: break;
-            }
-            b[i] = x;
-            b16[i] = (uint16_t)(gemm_bf16_bits(x) >> 16);
+            b[i] = operand_with_specials(xorshift(&s), special_every);
+            b16[i] = (uint16_t)(gemm_bf16_bits(b[i]) >> 16);
         }
         for (size_t i = 0; i < (size_t)M * N; i++) { add[i] = (float)i * 0.001f; }
         for (int j = 0; j < N; j++) { bias[j] = (float)j * -0.01f; }
@@ -691,18 +694,8 @@ static void check_a16(void) {
         for (size_t i = 0; i < (size_t)K * N; i++) { b[i] = (float)((int)(xorshift(&s) % 2001) - 1000) / 997.0f; }
         const uint64_t special_every = 64 * (uint64_t)((K + 63) / 64);
         for (size_t i = 0; i < na; i++) {
-            const uint64_t r = xorshift(&s);
-            float x = (float)((int)(r % 200001) - 100000) / 77777.0f;
-            switch ((r >> 40) % special_every) {
-            case 0: x = NAN; break;
-            case 1: x = -INFINITY; break;
-            case 2: x = 0x1p-130f * (float)((int)(r >> 20) % 97 - 48); break;
-            case 3: x = 1.0f + 0x1p-8f; break;
-            case 4: x = 1.0f + 0x1.8p-8f; break;
-            default: break;
-            }
-            a[i] = x;
-            a16[i] = (uint16_t)(gemm_bf16_bits(x) >> 16);
+            a[i] = operand_with_specials(xorshift(&s), special_every);
+            a16[i] = (uint16_t)(gemm_bf16_bits(a[i]) >> 16);
         }
         set_threads(threads);
         gemm(M, N, K, a, rs_a, cs_a, b, N, 1, c1, N, NULL);
