@@ -547,6 +547,7 @@ static void gemm_macro_kernel(const gemm_kernel *g, int mc, int nc, int ku, cons
             tep->next_cin = next->cin != tep->next_c ? next->cin : NULL;
             tep->next_pre = gemm_pre_streams(next->pre, next->ldpre) ? NULL : next->pre;
         }
+        tep->rows_outer = rows_outer;
         if (checkerboard) { tep->k_reverse = (int)(((size_t)(ic + ir) / g->mr + (size_t)(jc + jr) / g->nr) & 1); }
         g->tile(mr, nr, kw, apanel, bpanel, ctile, ldc, tep, pf);
         ir = next_ir, jr = next_jr, cur ^= 1;

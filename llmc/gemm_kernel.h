@@ -59,6 +59,9 @@ typedef struct {
     // (gemm_kernel's k_reverse_words): the tile runs its k steps last to first, so that it
     // begins on the part of the panel it shares with the tile before, still in L1.
     int k_reverse;
+    // 1 where the block runs a row of tiles after another (gemm.h's gemm_macro_kernel): the next
+    // tile reuses this one's a panel; 0: a column after another, the next tile reuses the b panel
+    int rows_outer;
 } gemm_tile_epilogue;
 
 // A micro-kernel reads and writes its tile of C (reads cin: C itself or the caller's addend;

@@ -102,11 +102,13 @@ static void gemm_amx_emu_dp(int tc, int ta, int tb) {
 }
 #define GEMM_AMX_ZERO(t) memset(gemm_amx_tmm[t], 0, sizeof(gemm_amx_tmm[t]))
 #define GEMM_AMX_LOAD(t, base, stride) gemm_amx_emu_load(t, base, stride)
+#define GEMM_AMX_LOAD_ONCE(t, base, stride) gemm_amx_emu_load(t, base, stride)
 #define GEMM_AMX_STORE(t, base, stride) gemm_amx_emu_store(t, base, stride)
 #define GEMM_AMX_DP(c, a, b) gemm_amx_emu_dp(c, a, b)
 #else
 #define GEMM_AMX_ZERO(t) _tile_zero(t)
 #define GEMM_AMX_LOAD(t, base, stride) _tile_loadd(t, base, stride)
+#define GEMM_AMX_LOAD_ONCE(t, base, stride) _tile_stream_loadd(t, base, stride)  // TILELOADDT1
 #define GEMM_AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
 #define GEMM_AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 #endif
@@ -247,16 +249,43 @@ static void gemm_pack_a16_amx(int mc, int kc, const uint16_t *a, ptrdiff_t rs, p
     gemm_pack_a_amx_ex(mc, kc, NULL, a, rs, cs, buf);
 }
 
+// The panel that the next tile does not reuse is loaded by TILELOADDT1, a hint that its lines
+// will not be read again soon, so that it does not evict the reused one from L1 (48 KiB on the
+// lent Xeon, each 384-pair panel 48 KiB): in a column of tiles the a panel (the b panel is
+// reused), in a row of tiles the b panel (oneDNN's AMX kernels load B so, their tiles a row after
+// another). Measured on the lent Xeon (gemm_ab, 5 rounds, same bits; dev/cpu/results/2026-12-04-
+// xeon-amx): 1.054 on the geometric mean of GPT-2 124M's 27 products, T=1024's 1.02-1.19x, the LM
+// head's 1.00-1.12x, T=64's 0.97-1.03x. The a panel so in every order cost the products to the
+// weights at T=64, whose blocks run a row after another, 5%: hence the panel by the order.
+// GEMM_AMX_LOAD_HINT=0 builds plain loads for both.
+#ifndef GEMM_AMX_LOAD_HINT
+#define GEMM_AMX_LOAD_HINT 1
+#endif
+
 // One k step of the 32 x 32 tile: 16 pairs of its a panel (2 KiB at aq: rows 0-15, then 16-31)
 // and of its b panel (2 KiB at bq: 16 rows of 32 columns' pair words) into the accumulators.
+// once: the panel loaded by TILELOADDT1 (0 a, 1 b, -1 neither); a constant where it is inlined.
 GEMM_AMX_TARGET
-static inline __attribute__((always_inline)) void gemm_amx_k_step(const char *aq, const char *bq) {
-    GEMM_AMX_LOAD(4, aq, 64);
-    GEMM_AMX_LOAD(6, bq, GEMM_AMX_NR * 4);
-    GEMM_AMX_LOAD(7, bq + 64, GEMM_AMX_NR * 4);
+static inline __attribute__((always_inline)) void gemm_amx_k_step(const char *aq, const char *bq, const int once) {
+    if (once == 0) {
+        GEMM_AMX_LOAD_ONCE(4, aq, 64);
+    } else {
+        GEMM_AMX_LOAD(4, aq, 64);
+    }
+    if (once == 1) {
+        GEMM_AMX_LOAD_ONCE(6, bq, GEMM_AMX_NR * 4);
+        GEMM_AMX_LOAD_ONCE(7, bq + 64, GEMM_AMX_NR * 4);
+    } else {
+        GEMM_AMX_LOAD(6, bq, GEMM_AMX_NR * 4);
+        GEMM_AMX_LOAD(7, bq + 64, GEMM_AMX_NR * 4);
+    }
     GEMM_AMX_DP(0, 4, 6);
     GEMM_AMX_DP(1, 4, 7);
-    GEMM_AMX_LOAD(5, aq + 16 * 64, 64);
+    if (once == 0) {
+        GEMM_AMX_LOAD_ONCE(5, aq + 16 * 64, 64);
+    } else {
+        GEMM_AMX_LOAD(5, aq + 16 * 64, 64);
+    }
     GEMM_AMX_DP(2, 5, 6);
     GEMM_AMX_DP(3, 5, 7);
 }
@@ -320,6 +349,22 @@ static inline __attribute__((always_inline)) void gemm_amx_fetch_next(const gemm
 #ifndef GEMM_AMX_FINISH_WHOLE
 #define GEMM_AMX_FINISH_WHOLE 1
 #endif
+// The tile's k loop over kw pairs, fetching the next tile's C as it goes; once as gemm_amx_k_step's.
+GEMM_AMX_TARGET
+static inline __attribute__((always_inline)) void gemm_amx_k_loop(int kw, const char *a, const char *b, ptrdiff_t ldc,
+                                                                   const gemm_tile_epilogue *ep, const int once) {
+    const int fetch = GEMM_AMX_FETCH_C && ep->next_c != NULL;
+    const int fetch_rows = kw > 0 ? (GEMM_AMX_MR * GEMM_AMX_KP + kw - 1) / kw : 0;  // rows of the next tile per k step
+    const int steps = kw / GEMM_AMX_KP, reverse = ep->k_reverse;
+    for (int s = 0; s < steps; s++) {  // 16 pairs: 2 KiB of A, 2 KiB of B
+        const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
+        if (fetch) {
+            const int r0 = s * fetch_rows, r1 = r0 + fetch_rows;
+            gemm_amx_fetch_next(ep, ldc, r0 < GEMM_AMX_MR ? r0 : GEMM_AMX_MR, r1 < GEMM_AMX_MR ? r1 : GEMM_AMX_MR);
+        }
+        gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4, once);
+    }
+}
 GEMM_AMX_TARGET
 static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const float *bpanel, float *c, ptrdiff_t ldc,
                           const gemm_tile_epilogue *ep, gemm_prefetch *pf) {
@@ -346,16 +391,12 @@ static void gemm_tile_amx(int mr, int nr, int kw, const float *apanel, const flo
         GEMM_AMX_ZERO(2);
         GEMM_AMX_ZERO(3);
     }
-    const int fetch = GEMM_AMX_FETCH_C && ep->next_c != NULL;
-    const int fetch_rows = kw > 0 ? (GEMM_AMX_MR * GEMM_AMX_KP + kw - 1) / kw : 0;  // rows of the next tile per k step
-    const int steps = kw / GEMM_AMX_KP, reverse = ep->k_reverse;
-    for (int s = 0; s < steps; s++) {  // 16 pairs: 2 KiB of A, 2 KiB of B
-        const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
-        if (fetch) {
-            const int r0 = s * fetch_rows, r1 = r0 + fetch_rows;
-            gemm_amx_fetch_next(ep, ldc, r0 < GEMM_AMX_MR ? r0 : GEMM_AMX_MR, r1 < GEMM_AMX_MR ? r1 : GEMM_AMX_MR);
-        }
-        gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4);
+    if (!GEMM_AMX_LOAD_HINT) {
+        gemm_amx_k_loop(kw, a, b, ldc, ep, -1);
+    } else if (ep->rows_outer) {
+        gemm_amx_k_loop(kw, a, b, ldc, ep, 1);
+    } else {
+        gemm_amx_k_loop(kw, a, b, ldc, ep, 0);
     }
     // What is left for gemm_tile_finish, copied whole only now, long after the caller's stores to
     // *ep: at the start the copy would wait for the previous tile's stores to drain (gemm.h's

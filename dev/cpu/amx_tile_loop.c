@@ -66,6 +66,10 @@ typedef struct {
     int fetch;  // tile: the next tile's C fetched into L2 (gemm_tile_epilogue's next_c)
 } variant;
 
+// The panel the inline k loops load by TILELOADDT1, as gemm_tile_amx does in a column of tiles
+// (gemm_amx_k_step's once: the a panel; -1 with GEMM_AMX_LOAD_HINT=0, neither).
+#define AMX_LOOP_ONCE (GEMM_AMX_LOAD_HINT ? 0 : -1)
+
 // 1 where the GEMM runs the tile at (ir, jr) of a block of kw pairs k last to first (gemm.h's
 // checkerboard of gemm_tile_epilogue's k_reverse).
 static int checkerboard(int kw, int ir, int jr) {
@@ -135,7 +139,7 @@ static void bare_block(int mc, int nc, int kw, const char *abuf, const char *bbu
                 first = 0;
                 for (int s = s0; s < steps; s++) {
                     const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
-                    gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4);
+                    gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4, AMX_LOOP_ONCE);
                 }
                 if (end == END_STORE || end == END_DRAIN) { gemm_amx_store_c(scratch, GEMM_AMX_NR); }
                 if (end == END_DRAIN) { zero_accumulators(); }
@@ -187,7 +191,7 @@ static void ils_block(const variant *x, const char *abuf, const char *bbuf, floa
                 zero_accumulators();
                 for (int s = 0; s < steps; s++) {
                     const int q = (reverse ? steps - 1 - s : s) * GEMM_AMX_KP;
-                    gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4);
+                    gemm_amx_k_step(a + (size_t)q * GEMM_AMX_MR * 4, b + (size_t)q * GEMM_AMX_NR * 4, AMX_LOOP_ONCE);
                     for (int r = 0; r < rows_per_step && pend_row < GEMM_AMX_MR; r++, pend_row++) {
                         const float *src = stage[pend_buf] + pend_row * GEMM_AMX_NR;
                         float *dst = pend + (size_t)pend_row * ldc;
@@ -253,7 +257,7 @@ static void direct_block(const variant *x, const char *abuf, const char *bbuf, f
                             }
                         }
                     }
-                    gemm_amx_k_step(aq, bq);
+                    gemm_amx_k_step(aq, bq, AMX_LOOP_ONCE);
                 }
                 if (stream) {
                     gemm_amx_store_c(stage, GEMM_AMX_NR);
