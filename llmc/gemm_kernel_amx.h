@@ -265,27 +265,22 @@ static void gemm_pack_a16_amx(int mc, int kc, const uint16_t *a, ptrdiff_t rs, p
 // One k step of the 32 x 32 tile: 16 pairs of its a panel (2 KiB at aq: rows 0-15, then 16-31)
 // and of its b panel (2 KiB at bq: 16 rows of 32 columns' pair words) into the accumulators.
 // once: the panel loaded by TILELOADDT1 (0 a, 1 b, -1 neither); a constant where it is inlined.
+#define GEMM_AMX_LOAD_HINTED(hint, t, base, stride) \
+    do {                                            \
+        if (hint) {                                 \
+            GEMM_AMX_LOAD_ONCE(t, base, stride);    \
+        } else {                                    \
+            GEMM_AMX_LOAD(t, base, stride);         \
+        }                                           \
+    } while (0)
 GEMM_AMX_TARGET
 static inline __attribute__((always_inline)) void gemm_amx_k_step(const char *aq, const char *bq, const int once) {
-    if (once == 0) {
-        GEMM_AMX_LOAD_ONCE(4, aq, 64);
-    } else {
-        GEMM_AMX_LOAD(4, aq, 64);
-    }
-    if (once == 1) {
-        GEMM_AMX_LOAD_ONCE(6, bq, GEMM_AMX_NR * 4);
-        GEMM_AMX_LOAD_ONCE(7, bq + 64, GEMM_AMX_NR * 4);
-    } else {
-        GEMM_AMX_LOAD(6, bq, GEMM_AMX_NR * 4);
-        GEMM_AMX_LOAD(7, bq + 64, GEMM_AMX_NR * 4);
-    }
+    GEMM_AMX_LOAD_HINTED(once == 0, 4, aq, 64);
+    GEMM_AMX_LOAD_HINTED(once == 1, 6, bq, GEMM_AMX_NR * 4);
+    GEMM_AMX_LOAD_HINTED(once == 1, 7, bq + 64, GEMM_AMX_NR * 4);
     GEMM_AMX_DP(0, 4, 6);
     GEMM_AMX_DP(1, 4, 7);
-    if (once == 0) {
-        GEMM_AMX_LOAD_ONCE(5, aq + 16 * 64, 64);
-    } else {
-        GEMM_AMX_LOAD(5, aq + 16 * 64, 64);
-    }
+    GEMM_AMX_LOAD_HINTED(once == 0, 5, aq + 16 * 64, 64);
     GEMM_AMX_DP(2, 5, 6);
     GEMM_AMX_DP(3, 5, 7);
 }
