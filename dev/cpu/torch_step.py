@@ -46,6 +46,10 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    # Under OMP_WAIT_POLICY=ACTIVE this process's OpenMP threads spin while the command runs, on the
+    # cores it times: on 2 vCPUs our T=64 step took 2.5x as long (2026-12-05, the Xeon VM's amx.md notes).
+    if args.alternate and os.environ.get("OMP_WAIT_POLICY", "").strip().lower() == "active":
+        ap.error("--alternate with OMP_WAIT_POLICY=ACTIVE: PyTorch's threads would spin beside the command; unset it")
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     model = GPT(12, 768, 12)  # GPT-2 124M
