@@ -31,6 +31,14 @@ print("\n".join(" ".join(map(str, s)) for s in shapes))' dev/cpu/matmul_torch.py
     else
         fail "dev/cpu/matmul_torch.py's shapes" "they differ from amx_bench --list: $(printf '%s' "$torch_shapes" | tr '\n' ';' | head -c 200)"
     fi
+    # torch_step.py's side by side (run_amx.sh ratio) would time our trainer beside PyTorch's spinning
+    # threads under OMP_WAIT_POLICY=ACTIVE: refused before any step (our step read 2.5x slow so)
+    out=$(OMP_WAIT_POLICY=Active timeout 60 .venv/bin/python dev/cpu/torch_step.py --steps 1 --alternate true 2>&1); rc=$?
+    if [ $rc = 2 ] && printf '%s' "$out" | grep -q 'alternate with OMP_WAIT_POLICY=ACTIVE'; then
+        pass "dev/cpu/torch_step.py refuses --alternate under OMP_WAIT_POLICY=ACTIVE"
+    else
+        fail "dev/cpu/torch_step.py --alternate under OMP_WAIT_POLICY=ACTIVE" "exit $rc: $(printf '%s' "$out" | tail -n 1)"
+    fi
 fi
 for harness in layernorm_forward layernorm_backward gelu crossentropy_softmax adamw encoder gemv; do
     [ "${TEST_QUICK:-0}" = 1 ] && [ $harness = gemv ] && continue  # (test_generate checks the GEMV)
