@@ -25,9 +25,10 @@ B, kw pairs: the layout of llmc/gemm_kernel_amx.h), timed against each other in 
 
   beside   (one thread, after the table) attn_amx_product of 32 x 32 over 32 pairs (attention's scores at hs = 64),
            stored to L1, and a vector pass over its 1024 results (vec_exp, written back, as the
-           softmax does): each alone, alternated as attention runs them, and four products then
-           four passes. If the core overlapped tile and vector work, alternated would cost less
-           than the sum of the two alone.
+           softmax does): each alone, alternated as attention runs them, four products then
+           four passes, and each pass with the next product threaded through it (its eight
+           TDPBF16PS spread one per 8 vectors, or all issued before the pass). If the core
+           overlapped tile and vector work, these would cost less than the sum of the two alone.
 
 So bare against peak is the cost of feeding A and B, bare at kw = 384 against 192 or 128 that of
 their panels outgrowing L1 (48 KiB each at 384 pairs), scratch against bare that of a tile's start
@@ -305,8 +306,40 @@ static float beside_pass(float *c) {
     return vec_sum(acc);
 }
 
+// beside, modes 4 and 5: the pass over c_pass's 1024 results with the next product (into c_next,
+// 32 x 32 over 32 pairs, tiles 0-7 as attn_amx_product) threaded through it: one TDPBF16PS and
+// its loads every `every` vectors (mode 4: 8, spread over the pass), or all eight before the
+// pass's first vector and stored after its last (mode 5, every = 0). c_next is not read by the
+// passes. If the tile unit ran beside the vector units, this would cost the longer of the two.
+static inline void beside_dp(int t, const uint32_t *a, const uint32_t *b) {
+    const int p = t / 4 * 16;  // the product's eight TDPBF16PS, in order
+    switch (t % 4) {
+    case 0: GEMM_AMX_LOAD(4, a + p, 32 * 4); GEMM_AMX_LOAD(6, b + p * 32, 32 * 4); GEMM_AMX_DP(0, 4, 6); break;
+    case 1: GEMM_AMX_LOAD(7, b + p * 32 + 16, 32 * 4); GEMM_AMX_DP(1, 4, 7); break;
+    case 2: GEMM_AMX_LOAD(5, a + 16 * 32 + p, 32 * 4); GEMM_AMX_DP(2, 5, 6); break;
+    case 3: GEMM_AMX_DP(3, 5, 7); break;
+    }
+}
+
+GEMM_AMX_TARGET static float beside_interleaved(float *c_pass, float *c_next, const uint32_t *a, const uint32_t *b,
+                                                int every) {
+    vfloat acc = vec_set1(0.0f);
+    GEMM_AMX_ZERO(0); GEMM_AMX_ZERO(1); GEMM_AMX_ZERO(2); GEMM_AMX_ZERO(3);
+    for (int t = 0; every == 0 && t < 8; t++) { beside_dp(t, a, b); }
+    for (int i = 0, step = 0; i < 1024; i += VEC_WIDTH, step++) {
+        if (every > 0 && step % every == 0 && step / every < 8) { beside_dp(step / every, a, b); }
+        const vfloat e = vec_exp(vec_load(c_pass + i) * vec_set1(1e-3f));
+        vec_store(c_pass + i, e);
+        acc += e;
+    }
+    GEMM_AMX_STORE(0, c_next, 32 * 4); GEMM_AMX_STORE(1, c_next + 16, 32 * 4);
+    GEMM_AMX_STORE(2, c_next + 16 * 32, 32 * 4); GEMM_AMX_STORE(3, c_next + 16 * 32 + 16, 32 * 4);
+    return vec_sum(acc);
+}
+
 // beside: ns per product and pass, by mode: 0 product alone, 1 pass alone, 2 alternated,
-// 3 four products then their four passes. A product is attention's (attn_amx_product): 32 x 32
+// 3 four products then their four passes, 4 and 5 each pass with the next product threaded
+// through it (beside_interleaved; c's second half holds those products). A product is attention's (attn_amx_product): 32 x 32
 // results from a (32 rows of kw pair words) and b (kw rows of 32 words), both in L1.
 static double beside_ns(int mode, const uint32_t *a, const uint32_t *b, int kw, float *c) {
     const int reps = 20000;
@@ -314,6 +347,10 @@ static double beside_ns(int mode, const uint32_t *a, const uint32_t *b, int kw, 
     const double t0 = now_seconds();
     for (int r = 0; r < reps; r += 4) {
         for (int i = 0; i < 4; i++) {
+            if (mode >= 4) {
+                keep += beside_interleaved(c + i * 1024, c + (4 + (i + 1) % 4) * 1024, a, b, mode == 4 ? 8 : 0);
+                continue;
+            }
             if (mode != 1) { attn_amx_product(c + i * 1024, 32, a, kw, b, 32, 32, 32, kw, 0); }
             if (mode == 1 || mode == 2) { keep += beside_pass(c + i * 1024); }
         }
@@ -327,23 +364,25 @@ static double beside_ns(int mode, const uint32_t *a, const uint32_t *b, int kw, 
 
 static void beside_table(int rounds) {
     const int kw = 32;
-    float *a = buffer((size_t)GEMM_AMX_MR * kw), *b = buffer((size_t)GEMM_AMX_NR * kw), *c = buffer(4 * 1024);
+    float *a = buffer((size_t)GEMM_AMX_MR * kw), *b = buffer((size_t)GEMM_AMX_NR * kw), *c = buffer(8 * 1024);
     fill_pairs(a, (size_t)GEMM_AMX_MR * kw, 7);
     fill_pairs(b, (size_t)GEMM_AMX_NR * kw, 8);
     for (int i = 0; i < 4 * 1024; i++) { c[i] = 0.5f; }
     gemm_amx_thread_init();
-    static const char *names[] = {"product alone", "pass alone", "alternated", "4 products, 4 passes"};
-    double best[4] = {1e30, 1e30, 1e30, 1e30};
+    static const char *names[] = {"product alone", "pass alone", "alternated", "4 products, 4 passes",
+                                  "next product spread", "next product first"};
+    double best[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
     for (int r = 0; r < rounds; r++) {
-        for (int m = 0; m < 4; m++) {
+        for (int m = 0; m < 6; m++) {
             const double ns = beside_ns(m, (const uint32_t *)a, (const uint32_t *)b, kw, c);
             best[m] = ns < best[m] ? ns : best[m];
         }
     }
     printf("\nbeside: a 32 x 32 product of %d pairs and a vector pass over its results, one thread, best of %d rounds\n",
            kw, rounds);
-    for (int m = 0; m < 4; m++) { printf("  %-22s %7.1f ns\n", names[m], best[m]); }
-    printf("  alternated against the two alone: %.2fx (below 1: they overlap)\n", best[2] / (best[0] + best[1]));
+    for (int m = 0; m < 6; m++) { printf("  %-22s %7.1f ns\n", names[m], best[m]); }
+    printf("  against the two alone: alternated %.2fx, next product spread %.2fx, first %.2fx (below 1: they overlap)\n",
+           best[2] / (best[0] + best[1]), best[4] / (best[0] + best[1]), best[5] / (best[0] + best[1]));
     free(a);
     free(b);
     free(c);
