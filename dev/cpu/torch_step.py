@@ -16,6 +16,9 @@ Xeon's speed changes within a minute (two threads sometimes share one core's AMX
 ratio means something only within a round; it prints each round's and then
     torch_step: ... median_ms=781.0 ours_median_ms=334.5 ratio=2.31
 ratio: the median over the rounds of PyTorch's median over ours, in the same round.
+While CMD runs, this process is stopped (SIGSTOP, sent by CMD's shell, SIGCONT when it ends), so
+PyTorch's OpenMP threads cannot spin beside it under OMP_WAIT_POLICY=ACTIVE, PyTorch's fastest
+setting for bf16 (spinning beside it, they made our T=64 step 2.5x slower on 2 vCPUs, 2026-12-05).
 """
 import argparse
 import os
@@ -23,6 +26,7 @@ import re
 import subprocess
 import sys
 import statistics
+import tempfile
 import time
 
 import torch
@@ -46,10 +50,6 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    # Under OMP_WAIT_POLICY=ACTIVE this process's OpenMP threads spin while the command runs, on the
-    # cores it times: on 2 vCPUs our T=64 step took 2.5x as long (2026-12-05, the Xeon VM's amx.md notes).
-    if args.alternate and os.environ.get("OMP_WAIT_POLICY", "").strip().lower() == "active":
-        ap.error("--alternate with OMP_WAIT_POLICY=ACTIVE: PyTorch's threads would spin beside the command; unset it")
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     model = GPT(12, 768, 12)  # GPT-2 124M
@@ -100,13 +100,21 @@ def main():
 
 
 def our_median_ms(cmd):
-    """The median ms of cmd's train_gpt2 step lines after its first; exits if it fails or prints none."""
-    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
-    ms = [float(m.group(2)) for m in re.finditer(r"^step +(\d+)/\d+ .*\| *([0-9.]+) ms \|", r.stdout, re.M)
+    """The median ms of cmd's train_gpt2 step lines after its first; exits if it fails or prints none.
+    cmd's shell stops this process (all its threads) first and continues it when cmd ends, however it
+    ends; its output goes to a file, which a stopped reader could not drain as it could a pipe."""
+    pid = os.getpid()
+    wrapped = f"trap 'kill -CONT {pid}' EXIT; kill -STOP {pid}; {cmd}"
+    with tempfile.TemporaryFile("w+") as log:
+        rc = subprocess.run(["bash", "-c", wrapped], stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, TORCH_STEP_PID=str(pid))).returncode
+        log.seek(0)
+        out = log.read()
+    ms = [float(m.group(2)) for m in re.finditer(r"^step +(\d+)/\d+ .*\| *([0-9.]+) ms \|", out, re.M)
           if int(m.group(1)) >= 2]
-    if r.returncode != 0 or not ms:
-        tail = " ".join((r.stdout + r.stderr).strip().splitlines()[-2:])
-        sys.exit(f"error: --alternate command failed (exit {r.returncode}, {len(ms)} timed steps): {tail}")
+    if rc != 0 or not ms:
+        tail = " ".join(out.strip().splitlines()[-2:])
+        sys.exit(f"error: --alternate command failed (exit {rc}, {len(ms)} timed steps): {tail}")
     return statistics.median(ms)
 
 
