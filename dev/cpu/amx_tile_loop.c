@@ -339,8 +339,9 @@ GEMM_AMX_TARGET static float beside_interleaved(float *c_pass, float *c_next, co
 
 // beside: ns per product and pass, by mode: 0 product alone, 1 pass alone, 2 alternated,
 // 3 four products then their four passes, 4 and 5 each pass with the next product threaded
-// through it (beside_interleaved; c's second half holds those products). A product is attention's (attn_amx_product): 32 x 32
-// results from a (32 rows of kw pair words) and b (kw rows of 32 words), both in L1.
+// through it (beside_interleaved; c's second half holds those products). A product is
+// attention's (attn_amx_product): 32 x 32 results from a (32 rows of kw pair words) and b (kw
+// rows of 32 words), both in L1.
 static double beside_ns(int mode, const uint32_t *a, const uint32_t *b, int kw, float *c) {
     const int reps = 20000;
     float keep = 0.0f;

@@ -58,18 +58,13 @@ int main(int argc, char **argv) {
             const int same = backward ? memcmp(dqkv_a, dqkv_b, 3 * n * sizeof(float)) == 0
                                       : memcmp(out_a, out_b, n * sizeof(float)) == 0 && memcmp(lse_a, lse_b, nl * sizeof(float)) == 0;
             differ |= !same;
-            double ratio[MAX_ROUNDS], best_a = INFINITY, best_b = INFINITY;
-            for (int r = 0; r < rounds; r++) {
-                const double ta = bench_ms(run, &A, 100.0), tb = bench_ms(run, &Bp, 100.0);
-                best_a = fmin(best_a, ta);
-                best_b = fmin(best_b, tb);
-                ratio[r] = ta / tb;
-            }
+            double best_a, best_b;
+            const double med = bench_ab(run, &A, &Bp, rounds, 100.0, &best_a, &best_b);
             // the two products of each pass (forward: Q K^T, P V; backward: four), over the causal half
             const double flops = (backward ? 4.0 : 2.0) * 2.0 * B * NH * (C / NH) * T * (T + 1.0) / 2.0;
             printf("T=%-5d %s A %8.3f ms %6.1f GFLOP/s | B %8.3f ms %6.1f GFLOP/s | A/B %.3f | %s\n", T,
                    backward ? "backward" : "forward ", best_a, gflops(flops, best_a), best_b, gflops(flops, best_b),
-                   median_of(ratio, rounds), same ? "same bits" : "results differ");
+                   med, same ? "same bits" : "results differ");
             if (!same) {
                 if (backward) {
                     printf("  largest |A - B| / max |A|: dqkv %.2e\n", max_rel_err(dqkv_b, dqkv_a, 3 * n));

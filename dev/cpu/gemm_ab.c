@@ -93,14 +93,9 @@ int main(int argc, char **argv) {
             const size_t nc = (size_t)A.M * A.N;
             const int same = memcmp(ca, cb, nc * sizeof(float)) == 0 && (!A.gelu || memcmp(pa, pb, nc * sizeof(float)) == 0);
             differ |= !same;
-            double ratio[MAX_ROUNDS], best_a = INFINITY, best_b = INFINITY;
-            for (int r = 0; r < rounds; r++) {
-                const double ta = bench_ms(run, &A, 150.0), tb = bench_ms(run, &B, 150.0);
-                best_a = fmin(best_a, ta);
-                best_b = fmin(best_b, tb);
-                ratio[r] = ta / tb;
-            }
-            const double flops = 2.0 * A.M * A.N * A.K, med = median_of(ratio, rounds);
+            double best_a, best_b;
+            const double med = bench_ab(run, &A, &B, rounds, 150.0, &best_a, &best_b);
+            const double flops = 2.0 * A.M * A.N * A.K;
             printf("%-18s %s M=%-5d N=%-5d K=%-5d A %8.3f ms %6.1f GFLOP/s | B %8.3f ms %6.1f GFLOP/s | A/B %.3f | %s%s\n",
                    sh.name, names[q], A.M, A.N, A.K, best_a, gflops(flops, best_a), best_b, gflops(flops, best_b), med,
                    same ? "same bits" : "results differ", q == 0 ? epilogue_names[ep] : "");

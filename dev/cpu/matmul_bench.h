@@ -109,6 +109,22 @@ static double bench_ms(void (*fn)(void *), void *ctx, double budget_ms) {
     return time_best_ms(fn, ctx, reps < 3 ? 3 : reps > 31 ? 31 : reps);
 }
 
+// Two builds' contexts a and b timed in `rounds` alternating rounds (at most 64) of about budget_ms
+// each, as gemm_ab and attention_ab do: *best_a and *best_b get each one's best ms; returns the
+// median over the rounds of a's ms over b's in the same round (> 1: b faster).
+static double bench_ab(void (*fn)(void *), void *a, void *b, int rounds, double budget_ms, double *best_a,
+                       double *best_b) {
+    double ratio[64];
+    *best_a = *best_b = INFINITY;
+    for (int r = 0; r < rounds && r < 64; r++) {
+        const double ta = bench_ms(fn, a, budget_ms), tb = bench_ms(fn, b, budget_ms);
+        *best_a = fmin(*best_a, ta);
+        *best_b = fmin(*best_b, tb);
+        ratio[r] = ta / tb;
+    }
+    return median_of(ratio, rounds < 64 ? rounds : 64);
+}
+
 // Ours (the last version) and OpenBLAS are timed in MATMUL_ROUNDS alternating rounds. Each
 // keeps its best time (its GFLOP/s), and the ratio is the median over the rounds of OpenBLAS's
 // time over ours in the same round: this VM's neighbours slow everything down for seconds at
