@@ -627,6 +627,17 @@ static void gemm_flush_a_part(const gemm_kernel *g, int part, int parts, int m0,
 #endif
 }
 
+// With more than one k block and more than one column block, the k blocks outermost: each k
+// block of A is read for all the thread's columns before the next. With the columns outermost,
+// A's whole K (1.5 MB at T=64's K = 3072, more than the thread's L2 beside B and C) came again
+// from L3 for every column block.
+#ifndef GEMM_K_OUTER
+#define GEMM_K_OUTER 1
+#endif
+#ifndef GEMM_K_OUTER_C_BYTES
+#define GEMM_K_OUTER_C_BYTES (512 * 1024)
+#endif
+
 // One thread's share: rows [m0, m1) and columns [n0, n1) of C, all of K, packing into its
 // own buffer; A comes packed already (gemm_pack_a_all) where apacked is not NULL.
 // b16: B from its bf16 copy (g->pack_b16) instead of b, or NULL; a16 likewise for A (g->pack_a16).
@@ -641,74 +652,82 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
     const int nc_max = gemm_block_size(n1 - n0, nc_block, g->nr);
     const int mc_max = gemm_block_size(m1 - m0, g->mc, g->mr);
     const int fetch = g->fetch_next;  // the next blocks' sources (see below)
-    for (int jc = n0; jc < n1; jc += nc_max) {
+    const int k_outer = GEMM_K_OUTER && Ku > ku_max && n1 - n0 > nc_max &&
+                        (size_t)(m1 - m0) * (size_t)(n1 - n0) * sizeof(float) <= GEMM_K_OUTER_C_BYTES;
+    int jc = n0, pu = 0;
+    for (;;) {  // at least one block: with K = 0 the epilogue still writes C
         const int nc = gemm_min(nc_max, n1 - jc);
-        int pu = 0;
-        do {  // at least once: with K = 0 the epilogue still writes C
-            const int ku = gemm_min(ku_max, Ku - pu);
-            const int pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);  // the block's k's of A and B
-            const float *bblock = bbuf;
-            if (bpacked != NULL) {
-                bblock = bpacked + gemm_packed_b_offset(g, N, pu, ku, jc);
-            } else if (b16 != NULL) {
-                GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b16(kc, nc, b16 + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
-            } else {
-                GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
-            }
-            // the k block after this one (or the first of the next column block): its source
-            int next_jc = jc, next_pu = pu + ku;
+        const int ku = gemm_min(ku_max, Ku - pu);
+        const int pc = pu * kstep, kc = gemm_min(ku * kstep, K - pc);  // the block's k's of A and B
+        const float *bblock = bbuf;
+        if (bpacked != NULL) {
+            bblock = bpacked + gemm_packed_b_offset(g, N, pu, ku, jc);
+        } else if (b16 != NULL) {
+            GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b16(kc, nc, b16 + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
+        } else {
+            GEMM_PHASE(GEMM_PHASE_PACK_B, g->pack_b(kc, nc, b + pc * rs_b + jc * cs_b, rs_b, cs_b, bbuf));
+        }
+        // the block after this one: its source
+        int next_jc = jc, next_pu = pu;
+        if (k_outer) {  // the next column block, or the first of the next k block
+            next_jc += nc;
+            if (next_jc >= n1) { next_jc = n0, next_pu += ku; }
+        } else {  // the next k block, or the first of the next column block
+            next_pu += ku;
             if (next_pu >= Ku) { next_jc += nc, next_pu = 0; }
-            const int next_pc = next_pu * kstep, next_kc = gemm_min(gemm_min(ku_max, Ku - next_pu) * kstep, K - next_pc);
-            const int next_nc = gemm_min(nc_max, n1 - next_jc);
-            for (int ic = m0; ic < m1; ic += mc_max) {
-                const int mc = gemm_min(mc_max, m1 - ic);
-                const float *abuf = buf;
-                if (apacked != NULL) {
-                    abuf = apacked + (size_t)arows * gemm_panel_words(g, pu) + (size_t)(ic - m0) * gemm_panel_words(g, ku);
+        }
+        const int has_next = k_outer ? next_pu < Ku : next_jc < n1;
+        const int next_pc = next_pu * kstep, next_kc = gemm_min(gemm_min(ku_max, Ku - next_pu) * kstep, K - next_pc);
+        const int next_nc = gemm_min(nc_max, n1 - next_jc);
+        for (int ic = m0; ic < m1; ic += mc_max) {
+            const int mc = gemm_min(mc_max, m1 - ic);
+            const float *abuf = buf;
+            if (apacked != NULL) {
+                abuf = apacked + (size_t)arows * gemm_panel_words(g, pu) + (size_t)(ic - m0) * gemm_panel_words(g, ku);
+            } else {
+                if (a16 != NULL) {
+                    GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a16(mc, kc, a16 + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
                 } else {
-                    if (a16 != NULL) {
-                        GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a16(mc, kc, a16 + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
-                    } else {
-                        GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
-                    }
+                    GEMM_PHASE(GEMM_PHASE_PACK_A, g->pack_a(mc, kc, a + ic * rs_a + pc * cs_a, rs_a, cs_a, buf));
                 }
-                // while this block runs: fetch the next A block's source, and after the last A
-                // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
-                // the rate, measured no faster with it, and its packing fetches ahead itself)
-                gemm_prefetch pf = {0};
-                if (fetch && ic + mc < m1) {
-                    if (apacked == NULL) {
-                        const ptrdiff_t at = (ic + mc) * rs_a + pc * cs_a;
-                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
-                                          a16 != NULL ? 2 : 4, rs_a, cs_a);
-                    }
-                } else if (fetch && next_jc < n1 && bpacked == NULL) {
-                    if (apacked == NULL) {
-                        const ptrdiff_t at = m0 * rs_a + next_pc * cs_a;
-                        gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
-                                          a16 != NULL ? 2 : 4, rs_a, cs_a);
-                    }
-                    if (b16 != NULL) {
-                        gemm_prefetch_add(&pf, next_nc, next_kc, b16 + next_pc * rs_b + next_jc * cs_b, 2, cs_b, rs_b);
-                    } else {
-                        gemm_prefetch_add(&pf, next_nc, next_kc, b + next_pc * rs_b + next_jc * cs_b, 4, cs_b, rs_b);
-                    }
+            }
+            // while this block runs: fetch the next A block's source, and after the last A
+            // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
+            // the rate, measured no faster with it, and its packing fetches ahead itself)
+            gemm_prefetch pf = {0};
+            if (fetch && ic + mc < m1) {
+                if (apacked == NULL) {
+                    const ptrdiff_t at = (ic + mc) * rs_a + pc * cs_a;
+                    gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
+                                      a16 != NULL ? 2 : 4, rs_a, cs_a);
                 }
-                gemm_prefetch_arm(&pf, (long)((nc + g->nr - 1) / g->nr) * ((mc + g->mr - 1) / g->mr));
-                GEMM_PHASE(GEMM_PHASE_TILES,
-                           gemm_macro_kernel(g, mc, nc, ku, abuf, bblock, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf));
-                if (ep != NULL && ep->on_final.fn != NULL && pu + ku >= Ku && jc + nc >= n1) {
-                    if (n0 == 0 && n1 == ldc) {  // whole rows: one run
-                        ep->on_final.fn(ep->on_final.ctx, c + (size_t)ic * ldc, (size_t)mc * ldc);
-                    } else {
-                        for (int i = ic; i < ic + mc; i++) {
-                            ep->on_final.fn(ep->on_final.ctx, c + (size_t)i * ldc + n0, (size_t)(n1 - n0));
-                        }
+            } else if (fetch && has_next && bpacked == NULL) {
+                if (apacked == NULL) {
+                    const ptrdiff_t at = m0 * rs_a + next_pc * cs_a;
+                    gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
+                                      a16 != NULL ? 2 : 4, rs_a, cs_a);
+                }
+                if (b16 != NULL) {
+                    gemm_prefetch_add(&pf, next_nc, next_kc, b16 + next_pc * rs_b + next_jc * cs_b, 2, cs_b, rs_b);
+                } else {
+                    gemm_prefetch_add(&pf, next_nc, next_kc, b + next_pc * rs_b + next_jc * cs_b, 4, cs_b, rs_b);
+                }
+            }
+            gemm_prefetch_arm(&pf, (long)((nc + g->nr - 1) / g->nr) * ((mc + g->mr - 1) / g->mr));
+            GEMM_PHASE(GEMM_PHASE_TILES,
+                       gemm_macro_kernel(g, mc, nc, ku, abuf, bblock, c, ldc, ic, jc, pu == 0, pu + ku >= Ku, ep, &pf));
+            if (ep != NULL && ep->on_final.fn != NULL && pu + ku >= Ku && jc + nc >= n1) {
+                if (n0 == 0 && n1 == ldc) {  // whole rows: one run
+                    ep->on_final.fn(ep->on_final.ctx, c + (size_t)ic * ldc, (size_t)mc * ldc);
+                } else {
+                    for (int i = ic; i < ic + mc; i++) {
+                        ep->on_final.fn(ep->on_final.ctx, c + (size_t)i * ldc + n0, (size_t)(n1 - n0));
                     }
                 }
             }
-            pu += ku;
-        } while (pu < Ku);
+        }
+        if (!has_next) { break; }
+        jc = next_jc, pu = next_pu;
     }
 }
 

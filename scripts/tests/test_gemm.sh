@@ -99,6 +99,7 @@ MUTANTS=(
     "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"
     "llmc/gemm.h|s/ + (size_t)(ic - m0) \* gemm_panel_words(g, ku);/;/|0|every row block of the shared packed A read from the first one's place"
     "llmc/gemm.h|s/bblock = bpacked + gemm_packed_b_offset(g, N, pu, ku, jc);/bblock = bpacked + gemm_packed_b_offset(g, N, 0, ku, jc);/|0|B packed whole (gemm_ex_packed_b) read from its first k block for every k block"
+    "llmc/gemm.h|s/if (next_jc >= n1) { next_jc = n0, next_pu += ku; }/if (next_jc >= n1) { next_jc = n0, next_pu += 2 * ku; }/|0|the k blocks outermost (a thread's C of several column blocks) stepping two k blocks at a time: every other k block left out"
     "llmc/gemm.h|s/panels \* (part + 1) \/ parts \* g->mr);/panels * (part + 1) \/ parts * g->mr - g->mr);/|0|each thread's share of the shared A packing one panel short"
     "llmc/gemm.h|s/gemm_pack_a_all(g, 0, 1, m0, m1, K, a, a16, rs_a, cs_a, gemm_thread_a\[tid\])/gemm_pack_a_all(g, 0, 1, m0, m1 - g->mr, K, a, a16, rs_a, cs_a, gemm_thread_a[tid])/|0|a thread's A, packed once for all its B blocks, one panel short"
     "llmc/gemm_kernel.h|s/gelu_vec(\*(const gemm_vfu \*)(val + i \* ld_val + j))/gelu_vec(*(const gemm_vfu *)(val + i * width + j))/|1|the GELU of a full native tile reading its value (in pre) a scratch tile's row length apart"
