@@ -127,16 +127,22 @@ VEC_INLINE void adamw_lanes(const adamw_constants *c, float *params, uint16_t *p
 // vec_bf16_bits_fast. sqrt is vec_sqrt (vecmath.h: sqrtf's bits by the vector square root):
 // sqrtf itself does not vectorize unless the build says -fno-math-errno, and a scalar sqrtf per
 // element makes this pass slower than memory.
-static void adamw_update_ex(float *params, uint16_t *params16, int params16_ftz, const float *grads, float *m, float *v,
-                            size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+static adamw_constants adamw_constants_of(float lr, float beta1, float beta2, float eps, float weight_decay,
+                                          float grad_scale, int t, int stream16, int ftz16) {
     const adamw_constants c = {
         .grad_scale = grad_scale, .beta1 = beta1, .beta2 = beta2, .eps = eps,
         .step_size = lr / (1.0f - powf(beta1, (float)t)),  // lr over the first bias correction
         .decay = 1.0f - lr * weight_decay,
         .sqrt_bias_correction2 = sqrtf(1.0f - powf(beta2, (float)t)),
-        .stream16 = params16 != NULL && ADAMW_STREAM_BF16 && adamw_can_stream(params16),
-        .ftz16 = params16_ftz,
+        .stream16 = stream16,
+        .ftz16 = ftz16,
     };
+    return c;
+}
+static void adamw_update_ex(float *params, uint16_t *params16, int params16_ftz, const float *grads, float *m, float *v,
+                            size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    const adamw_constants c = adamw_constants_of(lr, beta1, beta2, eps, weight_decay, grad_scale, t,
+                                                 params16 != NULL && ADAMW_STREAM_BF16 && adamw_can_stream(params16), params16_ftz);
     const int prefetch = ADAMW_PREFETCH > 0 && soft_prefetch_enabled();
     const size_t whole = n / VEC_WIDTH * VEC_WIDTH;  // the lanes of whole vectors
     #pragma omp parallel
@@ -145,6 +151,55 @@ static void adamw_update_ex(float *params, uint16_t *params16, int params16_ftz,
         for (size_t i = 0; i < whole; i += VEC_WIDTH) { adamw_lanes(&c, params, params16, grads, m, v, i, VEC_WIDTH, prefetch); }
         #pragma omp single nowait
         if (whole < n) { adamw_lanes(&c, params, params16, grads, m, v, whole, (int)(n - whole), 0); }
+        adamw_stream_fence();
+    }
+}
+
+// Told of each pair of rows' new bf16 bits by adamw_update_rows: rows 2 pair and 2 pair + 1,
+// columns [c0, c0 + n), at lo and hi (hi NULL where the matrix has no row 2 pair + 1).
+typedef struct {
+    void (*fn)(void *ctx, int pair, int c0, int n, const uint16_t *lo, const uint16_t *hi);
+    void *ctx;
+} adamw_pair_sink;
+
+// Columns of a pair of rows per call of the sink (a multiple of 64): 8 KiB of bits, in L1.
+#define ADAMW_ROWS_CHUNK 2048
+
+// adamw_update_ex on a matrix of rows x cols parameters (row major) with its bf16 copy params16,
+// a pair of rows at a time: each chunk of the two rows' new bits goes to the copy and, while in
+// L1, to sink (gpt2.h: the weights' panels for their input gradient). The same arithmetic on
+// every element, so the same bits as adamw_update_ex.
+static void adamw_update_rows(float *params, uint16_t *params16, int params16_ftz, const float *grads, float *m,
+                              float *v, size_t rows, size_t cols, const adamw_pair_sink *sink, float lr, float beta1,
+                              float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    const adamw_constants c = adamw_constants_of(lr, beta1, beta2, eps, weight_decay, grad_scale, t, 0, params16_ftz);
+    // whole vectors of the copy streamed where each row starts on one
+    const int stream = ADAMW_STREAM_BF16 && adamw_can_stream(params16) && cols % VEC_WIDTH == 0;
+    const int prefetch = ADAMW_PREFETCH > 0 && soft_prefetch_enabled();
+    const long pairs = (long)((rows + 1) / 2);
+    #pragma omp parallel
+    {
+        uint16_t bits[2][ADAMW_ROWS_CHUNK] __attribute__((aligned(64)));
+        #pragma omp for schedule(static) nowait
+        for (long p = 0; p < pairs; p++) {
+            const int two = 2 * (size_t)p + 1 < rows;
+            for (size_t c0 = 0; c0 < cols; c0 += ADAMW_ROWS_CHUNK) {
+                const size_t n = cols - c0 < ADAMW_ROWS_CHUNK ? cols - c0 : ADAMW_ROWS_CHUNK;
+                for (int h = 0; h <= two; h++) {
+                    const size_t at = (2 * (size_t)p + h) * cols + c0;
+                    size_t i = 0;
+                    for (; i + VEC_WIDTH <= n; i += VEC_WIDTH) {
+                        adamw_lanes(&c, params + at, bits[h], grads + at, m + at, v + at, i, VEC_WIDTH, prefetch);
+                    }
+                    if (i < n) { adamw_lanes(&c, params + at, bits[h], grads + at, m + at, v + at, i, (int)(n - i), 0); }
+                    for (i = 0; stream && i + VEC_WIDTH <= n; i += VEC_WIDTH) {
+                        vec_stream_bf16(params16 + at + i, *(const vbf16 *)(bits[h] + i));
+                    }
+                    memcpy(params16 + at + i, bits[h] + i, (n - i) * sizeof(uint16_t));
+                }
+                sink->fn(sink->ctx, (int)p, (int)c0, (int)n, bits[0], two ? bits[1] : NULL);
+            }
+        }
         adamw_stream_fence();
     }
 }

@@ -569,10 +569,10 @@ static size_t gemm_packed_b_offset(const gemm_kernel *g, int N, int pu, int ku, 
     const size_t cols = (size_t)(N + g->nr - 1) / g->nr * g->nr;
     return cols * gemm_panel_words(g, pu) + (size_t)jc * gemm_panel_words(g, ku);
 }
-static size_t gemm_packed_b_words(int K, int N) {
-    const gemm_kernel *g = gemm_kernel_current();
+static size_t gemm_packed_b_words_for(const gemm_kernel *g, int K, int N) {
     return gemm_packed_b_offset(g, N, gemm_k_units(g, K), 0, 0);
 }
+static size_t gemm_packed_b_words(int K, int N) { return gemm_packed_b_words_for(gemm_kernel_current(), K, N); }
 
 // Thread `part` of `parts` packs its share of the MR-row panels of rows [m0, m1) of A: rows
 // [*r0, *r1) of them, counted from m0. Returns m1 - m0 rounded up to MR.
@@ -692,8 +692,9 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                 }
             }
             // while this block runs: fetch the next A block's source, and after the last A
-            // block of this k block, the next B block's (bf16 only: the fp32 kernel, at half
-            // the rate, measured no faster with it, and its packing fetches ahead itself)
+            // block of this k block, the next B block's, or its panels where B is packed already
+            // (bf16 only: the fp32 kernel, at half the rate, measured no faster with it, and its
+            // packing fetches ahead itself)
             gemm_prefetch pf = {0};
             if (fetch && ic + mc < m1) {
                 if (apacked == NULL) {
@@ -701,13 +702,18 @@ static void gemm_rectangle(const gemm_kernel *g, int m0, int m1, int n0, int n1,
                     gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - ic - mc), kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
                                       a16 != NULL ? 2 : 4, rs_a, cs_a);
                 }
-            } else if (fetch && has_next && bpacked == NULL) {
+            } else if (fetch && has_next) {
                 if (apacked == NULL) {
                     const ptrdiff_t at = m0 * rs_a + next_pc * cs_a;
                     gemm_prefetch_add(&pf, gemm_min(mc_max, m1 - m0), next_kc, a16 != NULL ? (const void *)(a16 + at) : (const void *)(a + at),
                                       a16 != NULL ? 2 : 4, rs_a, cs_a);
                 }
-                if (b16 != NULL) {
+                if (bpacked != NULL) {  // the next block's panels themselves, one run
+                    const int next_ku = gemm_min(ku_max, Ku - next_pu);
+                    const size_t words = (size_t)((next_nc + g->nr - 1) / g->nr * g->nr) * gemm_panel_words(g, next_ku);
+                    gemm_prefetch_add(&pf, 1, (int)words, bpacked + gemm_packed_b_offset(g, N, next_pu, next_ku, next_jc), 4,
+                                      (ptrdiff_t)words, 1);
+                } else if (b16 != NULL) {
                     gemm_prefetch_add(&pf, next_nc, next_kc, b16 + next_pc * rs_b + next_jc * cs_b, 2, cs_b, rs_b);
                 } else {
                     gemm_prefetch_add(&pf, next_nc, next_kc, b + next_pc * rs_b + next_jc * cs_b, 4, cs_b, rs_b);
@@ -876,6 +882,52 @@ static void gemm_pack_b_whole(int K, int N, const uint16_t *b16, ptrdiff_t rs_b,
     for (int pu = 0; pu < Ku; pu += ku_max) {
         const int ku = gemm_min(ku_max, Ku - pu), pc = pu * g->kstep, kc = gemm_min(ku * g->kstep, K - pc);
         g->pack_b16(kc, N, b16 + pc * rs_b, rs_b, cs_b, panels + gemm_packed_b_offset(g, N, pu, ku, 0));
+    }
+}
+
+// B packed whole kept between calls and written a pair of B's rows at a time by whoever makes
+// those rows: gpt2.h keeps each weight matrix so for its input gradient (B = W, pairs of rows
+// 2p, 2p + 1 interleaved), written by AdamW as it rounds the new weights to bf16, so that the
+// product reads its B blocks without packing them. Kernel g's panels must be pair words (the
+// native bf16 kernels: vdpbf16ps, AMX). The panels start zeroed (their padding stays zero).
+static int gemm_kernel_pair_panels(const gemm_kernel *g) { return g->pack_b16 != NULL && g->kstep == 2 && g->unit_words == 1; }
+
+// Sixteen bf16 values (any alignment) and sixteen pair words, for gemm_put_b_pair.
+typedef uint16_t gemm_v16h __attribute__((vector_size(32), aligned(2), may_alias));
+typedef uint32_t gemm_v16w __attribute__((vector_size(64)));
+
+// Into B's panels (packed whole for kernel g, K x N): the pair of k's 2p, 2p + 1 for columns
+// [c0, c0 + n), c0 a multiple of g->nr: lo[j] and hi[j] the bf16 bits of B(2p, c0 + j) and
+// B(2p + 1, c0 + j); hi NULL where 2p + 1 = K. The same words as gemm_pack_b_whole's, written
+// around the caches in whole lines (nothing reads them before the next product; the caller
+// fences its thread's stores).
+static void gemm_put_b_pair(const gemm_kernel *g, int K, int N, float *panels, int p, int c0, int n, const uint16_t *lo,
+                            const uint16_t *hi) {
+    const int Ku = gemm_k_units(g, K), ku_max = gemm_k_block(g, K);
+    const int pu = p / ku_max * ku_max, ku = gemm_min(ku_max, Ku - pu);
+    const size_t cols = (size_t)(N + g->nr - 1) / g->nr * g->nr, kw = (size_t)gemm_panel_words(g, ku);
+    uint32_t *row = (uint32_t *)panels + cols * gemm_panel_words(g, pu) + (size_t)(p - pu) * g->nr;
+    int j = 0;
+    if (g->nr % 16 == 0) {
+        for (; j + 16 <= n; j += 16) {
+            const int c = c0 + j;
+            uint32_t *dst = row + (size_t)(c / g->nr) * g->nr * kw + c % g->nr;
+            gemm_v16w w = __builtin_convertvector(*(const gemm_v16h *)(lo + j), gemm_v16w);
+            if (hi != NULL) { w |= __builtin_convertvector(*(const gemm_v16h *)(hi + j), gemm_v16w) << 16; }
+            if ((uintptr_t)dst % sizeof(w) == 0) {
+                for (int q = 0; q < 16; q += VEC_WIDTH) {
+                    vfloat x;
+                    memcpy(&x, (const uint32_t *)&w + q, sizeof(x));
+                    vec_stream((float *)dst + q, x);
+                }
+            } else {
+                memcpy(dst, &w, sizeof(w));
+            }
+        }
+    }
+    for (; j < n; j++) {
+        const int c = c0 + j;
+        row[(size_t)(c / g->nr) * g->nr * kw + c % g->nr] = (uint32_t)lo[j] | (hi != NULL ? (uint32_t)hi[j] << 16 : 0u);
     }
 }
 

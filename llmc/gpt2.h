@@ -216,6 +216,16 @@ typedef struct {
     // gpt2_params_changed, and the next forward pass rounds the copy anew.
     uint16_t *params_bf16;
     int params_bf16_current;
+    // bf16 training on a kernel with pair-word panels (gpt2_weight_panels_enabled): the blocks'
+    // four weight matrices of every layer also packed whole as their input gradient's product
+    // reads them (B = W: gemm.h's gemm_put_b_pair, for the kernel weight_panels_kernel), written
+    // by AdamW beside the copy, so that the product packs no B (2 more bytes a parameter of
+    // those matrices). Current whenever params_bf16 is and the run's kernel is weight_panels_kernel.
+    // A matrix of tensor i, layer l: weight_panels_words[i] words (0: a tensor without panels)
+    // from weight_panels + weight_panels_at[i] + l * weight_panels_words[i].
+    float *weight_panels;
+    const gemm_kernel *weight_panels_kernel;
+    size_t weight_panels_at[NUM_PARAMETER_TENSORS], weight_panels_words[NUM_PARAMETER_TENSORS];
     size_t act_sizes[NUM_ACTIVATION_TENSORS];
     size_t num_activations;
     ActivationTensors acts;
@@ -500,6 +510,9 @@ static void gpt2_free(GPT2 *model) {
     free(model->params_bf16);
     model->params_bf16 = NULL;
     model->params_bf16_current = 0;
+    free(model->weight_panels);
+    model->weight_panels = NULL;
+    model->weight_panels_kernel = NULL;
 }
 
 // Whoever writes the parameters other than gpt2_update (loading, initializing, the ranks'
@@ -517,6 +530,89 @@ static int gpt2_bf16_weights_enabled(void) {
     return enabled;
 }
 
+// The bf16 copy of parameter tensor w (a pointer into params_memory) for the matmuls, or NULL
+// where there is none or it is not current (the matmul then rounds w itself).
+static const uint16_t *gpt2_w16(const GPT2 *model, const float *w) {
+    if (model->params_bf16 == NULL || !model->params_bf16_current) { return NULL; }
+    return model->params_bf16 + (w - model->params_memory);
+}
+
+// The weight matrices kept packed for their input gradients (weight_panels): the blocks' qkvw,
+// attprojw, fcw and fcprojw. Their shape (rows, cols) for tensor i, or 0.
+static int gpt2_panel_matrix(const GPT2 *model, int i, int *rows, int *cols) {
+    const int C = model->config.channels;
+    switch (i) {
+    case 4: *rows = 3 * C, *cols = C; return 1;   // qkvw
+    case 6: *rows = C, *cols = C; return 1;       // attprojw
+    case 10: *rows = 4 * C, *cols = C; return 1;  // fcw
+    case 12: *rows = C, *cols = 4 * C; return 1;  // fcprojw
+    default: return 0;
+    }
+}
+
+// LLMC_WEIGHT_PANELS=0|1: the weight panels off or on. On by default on AMX: on the Xeon VM with
+// AMX (family 6 model 167, 2026-12-06) a T=64 bf16 step's input-gradient products took 12-17 ms
+// less with panels packed beforehand (docs/amx.md). Off by default on vdpbf16ps, not measured
+// there yet (issue 28).
+static int gpt2_weight_panels_enabled(void) {
+    static int forced = -2;  // -1: not forced
+    if (forced == -2) {
+        forced = getenv("LLMC_WEIGHT_PANELS") == NULL ? -1
+                 : env_flag("LLMC_WEIGHT_PANELS", 0, "the input gradients' products pack the weights from the bf16 copy",
+                            "the weights kept packed for them, written by AdamW");
+    }
+    const int on = forced >= 0 ? forced : precision_bf16_path() == BF16_PATH_AMX;
+    return on && precision_is_bf16() && gemm_kernel_pair_panels(gemm_kernel_current());
+}
+
+// The panels of the matrix at w (a pointer to a layer's matrix of a tensor with panels) for
+// matmul_backward_ex, or NULL where there are none, or they are not current or not the run's
+// kernel's.
+static const float *gpt2_panels(const GPT2 *model, const float *w) {
+    if (model->weight_panels == NULL || !model->params_bf16_current || model->weight_panels_kernel != gemm_kernel_current()) {
+        return NULL;
+    }
+    const size_t at = (size_t)(w - model->params_memory);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t t0 = (size_t)(((float *const *)&model->params)[i] - model->params_memory);
+        if (model->weight_panels_words[i] == 0 || at < t0 || at >= t0 + model->param_sizes[i]) { continue; }
+        const size_t layer = (at - t0) / (model->param_sizes[i] / model->config.num_layers);
+        return model->weight_panels + model->weight_panels_at[i] + layer * model->weight_panels_words[i];
+    }
+    return NULL;
+}
+
+// Where enabled, the weight panels allocated for the run's kernel and packed from the bf16 copy
+// (current) if they are not for that kernel or `repack` says the copy was rounded anew. Serial code.
+static void gpt2_weight_panels_ready(GPT2 *model, int repack) {
+    if (!gpt2_weight_panels_enabled() || model->params_bf16 == NULL) { return; }
+    const gemm_kernel *g = gemm_kernel_current();
+    const int L = model->config.num_layers;
+    if (model->weight_panels_kernel != g) {
+        size_t words = 0;
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+            int rows, cols;
+            model->weight_panels_at[i] = words;
+            model->weight_panels_words[i] = gpt2_panel_matrix(model, i, &rows, &cols) ? gemm_packed_b_words_for(g, rows, cols) : 0;
+            words += (size_t)L * model->weight_panels_words[i];
+        }
+        free(model->weight_panels);
+        model->weight_panels = arena_alloc_or_die(words * sizeof(float), "the weights' panels");
+        model->weight_panels_kernel = g;
+        repack = 1;
+    }
+    if (!repack) { return; }
+    #pragma omp parallel for schedule(dynamic)
+    for (int k = 0; k < NUM_PARAMETER_TENSORS * L; k++) {
+        const int i = k / L, l = k % L;
+        int rows, cols;
+        if (!gpt2_panel_matrix(model, i, &rows, &cols)) { continue; }
+        const float *w = ((float *const *)&model->params)[i] + (size_t)l * rows * cols;
+        gemm_pack_b_whole(rows, cols, model->params_bf16 + (w - model->params_memory), cols, 1,
+                          model->weight_panels + model->weight_panels_at[i] + (size_t)l * model->weight_panels_words[i]);
+    }
+}
+
 // Before a forward pass: in bf16 training on a kernel that packs from bf16 (gemm_b16_usable),
 // the copy allocated (the first time) and current (rounded from the parameters if it is not).
 // Serial code.
@@ -527,17 +623,12 @@ static void gpt2_bf16_weights_ready(GPT2 *model) {
         model->params_bf16 = arena_alloc_or_die(bytes, "the bf16 copy of the parameters");
         model->params_bf16_current = 0;
     }
-    if (!model->params_bf16_current) {
+    const int rounded = !model->params_bf16_current;
+    if (rounded) {
         bf16_round_floats(model->params_bf16, model->params_memory, model->params_span);
         model->params_bf16_current = 1;
     }
-}
-
-// The bf16 copy of parameter tensor w (a pointer into params_memory) for the matmuls, or NULL
-// where there is none or it is not current (the matmul then rounds w itself).
-static const uint16_t *gpt2_w16(const GPT2 *model, const float *w) {
-    if (model->params_bf16 == NULL || !model->params_bf16_current) { return NULL; }
-    return model->params_bf16 + (w - model->params_memory);
+    gpt2_weight_panels_ready(model, rounded);
 }
 
 #define CHECKPOINT_CRC_MARK 0x43524332  // "CRC2" in header[8]: header[9] is the CRC32 of the tensors
@@ -782,10 +873,11 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, a.fch_gelu, w.fcprojw,
-                                             gpt2_w16(model, w.fcprojw), N, 4 * C, C, dw, grad_norm_hook(model)));
+                                             gpt2_w16(model, w.fcprojw), gpt2_panels(model, w.fcprojw), N, 4 * C, C, dw,
+                                             grad_norm_hook(model)));
     BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, a.ln2, w.fcw, gpt2_w16(model, w.fcw), N, C,
-                                             4 * C, dw, grad_norm_hook(model)),
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, a.ln2, w.fcw, gpt2_w16(model, w.fcw),
+                                             gpt2_panels(model, w.fcw), N, C, 4 * C, dw, grad_norm_hook(model)),
              {"dln2", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
@@ -793,12 +885,13 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     // attention: residual2 = input + attproj(attention(qkv(ln1(input)))). The
     // attention backward writes all of dqkv (its sums start from zero): no zeroing pass first.
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw,
-                                             gpt2_w16(model, w.attprojw), N, C, C, dw, grad_norm_hook(model)),
+                                             gpt2_w16(model, w.attprojw), gpt2_panels(model, w.attprojw), N, C, C, dw,
+                                             grad_norm_hook(model)),
              {"datty", s->datty, N, C});
     BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw), N, C,
-                                             3 * C, dw, grad_norm_hook(model)),
+    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw),
+                                             gpt2_panels(model, w.qkvw), N, C, 3 * C, dw, grad_norm_hook(model)),
              {"dln1", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean,
                                                 a.ln1_rstd, w.ln1w, N, C));
@@ -901,7 +994,7 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
                                           2 * (ptrdiff_t)Vp, x, model->params.wte, wte16, rows, C, Vp, flags, final);
             } else {
                 matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x, model->params.wte,
-                                   wte16, rows, C, Vp, flags, final);
+                                   wte16, NULL, rows, C, Vp, flags, final);
             }
             bwd_lap(model, PROF_MATMUL);
         }

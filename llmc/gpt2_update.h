@@ -56,14 +56,51 @@ static int update_overlap_enabled(void) {
     return enabled;
 }
 
+// AdamW's sink for a weight matrix's panels (gpt2.h's weight_panels): each pair of rows' new
+// bits into them.
+typedef struct {
+    const gemm_kernel *kernel;
+    int rows, cols;
+    float *panels;
+} PanelSink;
+static void panel_sink_put(void *ctx, int pair, int c0, int n, const uint16_t *lo, const uint16_t *hi) {
+    const PanelSink *s = (const PanelSink *)ctx;
+    gemm_put_b_pair(s->kernel, s->rows, s->cols, s->panels, pair, c0, n, lo, hi);
+}
+
+// AdamW on the n parameters from flat position a, all of tensor i, their moments at m and v, and
+// the bf16 copy where params16 (the copy's start) is not NULL: where the tensor has weight panels,
+// written too, a layer's matrix at a time (the range is whole layers then).
+static void update_params(GPT2 *model, int i, size_t a, size_t n, float *m, float *v, uint16_t *params16, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    const int ftz = gemm_flushes_bf16_denormals();
+    const float decay = PARAMETER_DECAYS[i] ? weight_decay : 0.0f;
+    const size_t t0 = (size_t)(((float **)&model->params)[i] - model->params_memory);
+    const size_t per_layer = model->param_sizes[i] / model->config.num_layers;
+    int rows, cols;
+    if (params16 == NULL || model->weight_panels == NULL || model->weight_panels_words[i] == 0 ||
+        !gpt2_panel_matrix(model, i, &rows, &cols)) {
+        adamw_update_ex(model->params_memory + a, params16 != NULL ? params16 + a : NULL, ftz, model->grads_memory + a, m, v,
+                        n, lr, beta1, beta2, eps, decay, grad_scale, t);
+        return;
+    }
+    if ((a - t0) % per_layer != 0 || n % per_layer != 0) { die("AdamW: part of a layer's matrix with panels"); }
+    for (size_t at = a; at < a + n; at += per_layer) {
+        PanelSink sink = {model->weight_panels_kernel, rows, cols,
+                          model->weight_panels + model->weight_panels_at[i] + (at - t0) / per_layer * model->weight_panels_words[i]};
+        const adamw_pair_sink put = {panel_sink_put, &sink};
+        adamw_update_rows(model->params_memory + at, params16 + at, ftz, model->grads_memory + at, m + (at - a), v + (at - a),
+                          (size_t)rows, (size_t)cols, &put, lr, beta1, beta2, eps, decay, grad_scale, t);
+    }
+}
+
 // AdamW (the pending step's arguments) on n parameters of tensor i from its element lo, with the
 // bf16 copy where there is one; then n added to *progress where it is not NULL.
 static void update_tensor_part(GPT2 *model, int i, size_t lo, size_t n, atomic_llong *progress) {
     const PendingUpdate *u = &model->pending;
     const size_t a = (size_t)(((float **)&model->params)[i] - model->params_memory) + lo;
-    adamw_update_ex(model->params_memory + a, model->params_bf16 != NULL ? model->params_bf16 + a : NULL,
-                    gemm_flushes_bf16_denormals(), model->grads_memory + a, model->m_memory + a, model->v_memory + a, n,
-                    u->lr, u->beta1, u->beta2, u->eps, PARAMETER_DECAYS[i] ? u->weight_decay : 0.0f, u->grad_scale, u->t);
+    update_params(model, i, a, n, model->m_memory + a, model->v_memory + a, model->params_bf16, u->lr, u->beta1, u->beta2,
+                  u->eps, u->weight_decay, u->grad_scale, u->t);
     if (progress != NULL) { atomic_fetch_add(progress, (long long)n); }
 }
 
@@ -329,9 +366,8 @@ static void gpt2_update_range(GPT2 *model, size_t lo, size_t hi, float *m, float
         const size_t t1 = t0 + model->param_sizes[i];
         const size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
         if (a >= b) { continue; }
-        adamw_update_ex(model->params_memory + a, params16 != NULL ? params16 + a : NULL, gemm_flushes_bf16_denormals(),
-                        model->grads_memory + a, m + (a - lo), v + (a - lo), b - a, lr, beta1, beta2, eps,
-                        PARAMETER_DECAYS[i] ? weight_decay : 0.0f, grad_scale, t);
+        update_params(model, i, a, b - a, m + (a - lo), v + (a - lo), params16, lr, beta1, beta2, eps, weight_decay,
+                      grad_scale, t);
     }
     model->params_bf16_current = params16 != NULL;
 }

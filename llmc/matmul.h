@@ -23,9 +23,11 @@ a block of vocabulary columns at a time.
 weight16: the forward functions and matmul_backward_ex take, beside the fp32 weight, an
 optional bf16 copy of it (uint16 bits, the same layout, each what the bf16 packing would round
 the float to: gemm_bf16_bits; gpt2_update.h's AdamW writes it) or NULL. In bf16, on a kernel that packs
-B from bf16 (gemm.h's pack_b16: the emulated and vdpbf16ps paths, not AMX), the products read
-the copy instead of the weight (half the bytes, no rounding; the same bits); otherwise, and in
-fp32, the fp32 weight. The weight gradient never reads it.
+B from bf16 (gemm.h's pack_b16: every bf16 path), the products read the copy instead of the
+weight (half the bytes, no rounding; the same bits); otherwise, and in fp32, the fp32 weight.
+The weight gradient never reads it. matmul_backward_ex may also take the weight already packed
+for the input gradient's product (weight_panels: gpt2.h keeps the blocks' matrices so on AMX),
+which that product then reads without packing.
 */
 #pragma once
 
@@ -117,10 +119,13 @@ static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC
 // dweight (OC, C) (+)= dout^T . inp, as matmul_backward_ex's flags say.
 static void matmul_backward_products(float *dinp, float *dweight, const float *dout, const uint16_t *dout16,
                                      ptrdiff_t ld, const float *inp, const float *weight, const uint16_t *weight16,
-                                     int BT, int C, int OC, unsigned flags, const gemm_final_hook *dweight_final) {
+                                     const float *weight_panels, int BT, int C, int OC, unsigned flags,
+                                     const gemm_final_hook *dweight_final) {
     if (dinp != NULL) {
         const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
-        if (dout16 != NULL) {
+        if (weight_panels != NULL && dout16 == NULL) {
+            gemm_ex_packed_b(BT, C, OC, dout, ld, 1, weight_panels, dinp, C, &ep);
+        } else if (dout16 != NULL) {
             gemm_ex_a16(BT, C, OC, dout16, ld, 1, weight, weight16, C, 1, dinp, C, &ep);
         } else {
             gemm_ex(BT, C, OC, dout, ld, 1, weight, weight16, C, 1, dinp, C, &ep);
@@ -140,11 +145,15 @@ static void matmul_backward_products(float *dinp, float *dweight, const float *d
 // dout is (BT, OC). dinp (BT, C) (+)= dout . weight, dweight (OC, C) (+)= dout^T . inp,
 // dbias (OC) (+)= column sums of dout; flags (MATMUL_OVERWRITE_*) pick = over += for each.
 // Any of dinp, dweight, dbias may be NULL to skip it. dweight_final (or NULL) is told of rows
-// of dweight as the product finishes them (gemm.h's gemm_final_hook).
+// of dweight as the product finishes them (gemm.h's gemm_final_hook). weight_panels: NULL, or
+// the weight packed whole as dinp's product reads it (gemm_pack_b_whole(OC, C, weight16, C, 1)
+// for the run's kernel, or the same words written otherwise), which it then reads instead.
 static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const float *dout,
-                               const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
-                               int OC, unsigned flags, const gemm_final_hook *dweight_final) {
-    matmul_backward_products(dinp, dweight, dout, NULL, OC, inp, weight, weight16, BT, C, OC, flags, dweight_final);
+                               const float *inp, const float *weight, const uint16_t *weight16,
+                               const float *weight_panels, int BT, int C, int OC, unsigned flags,
+                               const gemm_final_hook *dweight_final) {
+    matmul_backward_products(dinp, dweight, dout, NULL, OC, inp, weight, weight16, weight_panels, BT, C, OC, flags,
+                             dweight_final);
     if (dbias != NULL) { matmul_backward_bias(dbias, dout, BT, OC, (flags & MATMUL_OVERWRITE_DBIAS) != 0); }
 }
 
@@ -155,12 +164,13 @@ static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const 
 static void matmul_backward_bf16_dout(float *dinp, float *dweight, const uint16_t *dout16, ptrdiff_t ld16,
                                       const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
                                       int OC, unsigned flags, const gemm_final_hook *dweight_final) {
-    matmul_backward_products(dinp, dweight, NULL, dout16, ld16, inp, weight, weight16, BT, C, OC, flags, dweight_final);
+    matmul_backward_products(dinp, dweight, NULL, dout16, ld16, inp, weight, weight16, NULL, BT, C, OC, flags,
+                             dweight_final);
 }
 
 // dinp (BT, C) += dout . weight, dweight (OC, C) += dout^T . inp, dbias (OC) += column sums
 // of dout. dinp, dweight or dbias may be NULL to skip it.
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int BT, int C, int OC) {
-    matmul_backward_ex(dinp, dweight, dbias, dout, inp, weight, NULL, BT, C, OC, 0, NULL);
+    matmul_backward_ex(dinp, dweight, dbias, dout, inp, weight, NULL, NULL, BT, C, OC, 0, NULL);
 }

@@ -46,7 +46,8 @@ int main(int argc, char **argv) {
                 if (k < 2) {
                     matmul_forward(out[k], inp, w, k ? w16 : NULL, NULL, BT, C, OC);
                     t1 = omp_get_wtime();
-                    matmul_backward_ex(dinp[k], NULL, NULL, dout, inp, w, k ? w16 : NULL, BT, C, OC, MATMUL_OVERWRITE_DINP, NULL);
+                    matmul_backward_ex(dinp[k], NULL, NULL, dout, inp, w, k ? w16 : NULL, NULL, BT, C, OC, MATMUL_OVERWRITE_DINP,
+                                       NULL);
                 } else {  // as matmul_forward and matmul_backward_ex call gemm_ex
                     gemm_ex_packed_b(BT, OC, C, inp, C, 1, fwd_panels, out[k], OC, NULL);
                     t1 = omp_get_wtime();

@@ -392,7 +392,7 @@ static void check_matmul_wrappers(int BT, int C, int OC) {
             fill_random(dinp, n_in, 99);
             fill_random(dw, n_w, 98);
             fill_random(db, OC, 97);
-            matmul_backward_ex(dinp, dw, db, dout, inp, w, NULL, BT, C, OC,
+            matmul_backward_ex(dinp, dw, db, dout, inp, w, NULL, NULL, BT, C, OC,
                                MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT | MATMUL_OVERWRITE_DBIAS, NULL);
         }
     }
@@ -602,8 +602,8 @@ static void check_b16_copy(void) {
     const int sizes[] = {1, 2, 3, 12, 13, 31, 32, 33, 64, 97, 200, 385};
     const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
     uint64_t s = 4242;
-    int differ = 0, count = 0, differ_whole = 0;
-    char first[200] = "", first_whole[200] = "";
+    int differ = 0, count = 0, differ_whole = 0, differ_put = 0, puts_count = 0;
+    char first[200] = "", first_whole[200] = "", first_put[200] = "";
     for (int trial = 0; trial < 96; trial++) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         const int M = sizes[s % nsizes], N = sizes[(s >> 8) % nsizes], trans_b = (int)((s >> 24) & 1);
@@ -646,6 +646,32 @@ static void check_b16_copy(void) {
                 snprintf(first_whole, sizeof(first_whole), "first at M=%d N=%d K=%d transB=%d ldb=%td threads=%d epilogue=%d",
                          M, N, K, trans_b, ldb, threads, epilogue);
             }
+            // B as it is (the input gradient's weight): the same panels written a pair of rows at
+            // a time (gemm_put_b_pair, as AdamW writes gpt2.h's weight panels) over panels packed
+            // from another B (the step before's): the same words, and the same product
+            if (!trans_b && gemm_kernel_pair_panels(gemm_kernel_current())) {
+                const size_t words = gemm_packed_b_words(K, N);
+                float *put = aligned_alloc_or_die(words * sizeof(float), "panels put");
+                uint16_t *other = malloc_or_die(nb * sizeof(uint16_t), "other b16");
+                for (size_t i = 0; i < nb; i++) { other[i] = (uint16_t)(b16[i] ^ 0x5a5a); }
+                gemm_pack_b_whole(K, N, other, rs_b, cs_b, put);
+                for (int p = 0; 2 * p < K; p++) {
+                    for (int c0 = 0; c0 < N; c0 += 64) {  // in chunks of columns, as AdamW's
+                        const uint16_t *lo = b16 + (size_t)(2 * p) * ldb + c0;
+                        gemm_put_b_pair(gemm_kernel_current(), K, N, put, p, c0, gemm_min(64, N - c0), lo,
+                                        2 * p + 1 < K ? lo + ldb : NULL);
+                    }
+                }
+                float *c4 = malloc_or_die((size_t)M * N * sizeof(float), "c");
+                gemm_ex_packed_b(M, N, K, a, K, 1, put, c4, N, &ep);
+                puts_count++;
+                if ((memcmp(put, panels, words * sizeof(float)) != 0 || memcmp(c1, c4, (size_t)M * N * sizeof(float)) != 0) &&
+                    differ_put++ == 0) {
+                    snprintf(first_put, sizeof(first_put), "first at M=%d N=%d K=%d ldb=%td threads=%d epilogue=%d: %s", M, N,
+                             K, ldb, threads, epilogue, memcmp(put, panels, words * sizeof(float)) != 0 ? "panels" : "product");
+                }
+                free(put); free(other); free(c4);
+            }
             free(panels);
         }
         free(a); free(b); free(b16); free(add); free(bias); free(c1); free(c2); free(c3);
@@ -661,6 +687,12 @@ static void check_b16_copy(void) {
                  mode_name, count);
         snprintf(detail, sizeof(detail), "%d differ, %s", differ_whole, first_whole);
         report(name, differ_whole == 0, detail);
+    }
+    if (gemm_b16_usable() && gemm_kernel_pair_panels(gemm_kernel_current())) {
+        snprintf(name, sizeof(name), "%s: B's panels written a pair of rows at a time (gemm_put_b_pair) equal to packing it whole, "
+                 "and so is the product, on %d problems", mode_name, puts_count);
+        snprintf(detail, sizeof(detail), "%d differ, %s", differ_put, first_put);
+        report(name, differ_put == 0 && puts_count > 0, detail);
     }
 }
 

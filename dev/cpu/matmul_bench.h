@@ -82,11 +82,11 @@ static void matmul_product_run(void *p) {
         return;
     }
     if (r->prod == MATMUL_DINP) {
-        matmul_backward_ex(r->dinp, NULL, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
+        matmul_backward_ex(r->dinp, NULL, NULL, r->dout, r->inp, r->weight, r->weight16, NULL, r->BT, r->C, r->OC,
                            MATMUL_OVERWRITE_DINP, NULL);
     }
     if (r->prod == MATMUL_DW) {
-        matmul_backward_ex(NULL, r->dweight, NULL, r->dout, r->inp, r->weight, r->weight16, r->BT, r->C, r->OC,
+        matmul_backward_ex(NULL, r->dweight, NULL, r->dout, r->inp, r->weight, r->weight16, NULL, r->BT, r->C, r->OC,
                            MATMUL_OVERWRITE_DWEIGHT, NULL);
     }
 }

@@ -98,6 +98,8 @@ MUTANTS=(
     "llmc/gemm_kernel.h|s/        a += GEMM_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|0|a tile of fewer than MR rows stepping through its a panel by its own row count (fp32 kernel, which the emulated bf16 path runs)"
     "llmc/gemm_kernel_bf16.h|s/        a += GEMM_BF16_MR;  \/\/ the panel's rows past R are zero padding/        a += R;/|1|a tile of fewer than 12 rows stepping through its a panel by its own row count (native kernel)"
     "llmc/gemm.h|s/ + (size_t)(ic - m0) \* gemm_panel_words(g, ku);/;/|0|every row block of the shared packed A read from the first one's place"
+    "llmc/gemm.h|s/gemm_v16w w = __builtin_convertvector(\*(const gemm_v16h \*)(lo + j), gemm_v16w);/gemm_v16w w = __builtin_convertvector(*(const gemm_v16h *)(hi != NULL ? hi + j : lo + j), gemm_v16w);/|1|the weight panels' pair words given row 2p+1 in both halves (gemm_put_b_pair, AdamW's writer)"
+    "llmc/gemm.h|s/ \* g->nr \* kw + c % g->nr/ * g->nr * kw + (c % g->nr ^ 16)/|1|gemm_put_b_pair swapping the two halves of each panel's columns"
     "llmc/gemm.h|s/bblock = bpacked + gemm_packed_b_offset(g, N, pu, ku, jc);/bblock = bpacked + gemm_packed_b_offset(g, N, 0, ku, jc);/|0|B packed whole (gemm_ex_packed_b) read from its first k block for every k block"
     "llmc/gemm.h|s/if (next_jc >= n1) { next_jc = n0, next_pu += ku; }/if (next_jc >= n1) { next_jc = n0, next_pu += 2 * ku; }/|0|the k blocks outermost (a thread's C of several column blocks) stepping two k blocks at a time: every other k block left out"
     "llmc/gemm.h|s/panels \* (part + 1) \/ parts \* g->mr);/panels * (part + 1) \/ parts * g->mr - g->mr);/|0|each thread's share of the shared A packing one panel short"

@@ -253,6 +253,33 @@ else
         else pass "mutant caught: $what (step 0 agrees, the run differs after)"; fi
     fi
 
+    # --- the blocks' weights kept packed for their input gradients' products (gpt2.h's
+    # weight_panels, LLMC_WEIGHT_PANELS, on by default on AMX), written by AdamW a pair of rows at
+    # a time: bit-identical to packing them from the bf16 copy over 10 steps, on the kernels with
+    # such panels (vdpbf16ps, AMX) where the CPU has them; and AdamW leaving them as they were
+    # packed before the first step must break it (the first step still agrees).
+    if grep -q avx512_bf16 /proc/cpuinfo; then
+        for path in avx512bf16 $(grep -q amx_bf16 /proc/cpuinfo && echo amx); do
+            LLMC_BF16_PATH=$path LLMC_WEIGHT_PANELS=1 recompute_run ./train_gpt2 bf16 0 "$tmp/panels1_$path"
+            LLMC_BF16_PATH=$path LLMC_WEIGHT_PANELS=0 recompute_run ./train_gpt2 bf16 0 "$tmp/panels0_$path"
+            if [ "$(grep -c ' trl:' "$tmp/panels1_$path/main.log")" -eq 10 ] && same_run "$tmp/panels0_$path" "$tmp/panels1_$path"; then
+                pass "weights kept packed for their input gradients (LLMC_WEIGHT_PANELS=1) bit-identical to packing them from the copy over 10 steps, path $path"
+            else
+                fail "weight panels bit-identical to LLMC_WEIGHT_PANELS=0, path $path" "$(tail -n 1 "$tmp/panels1_$path.out")"
+            fi
+        done
+        what="AdamW not writing the weight panels (left as packed before the first step)"
+        if build_mutant llmc/adamw.h 's/sink->fn(sink->ctx, (int)p, (int)c0, (int)n, bits\[0\], two ? bits\[1\] : NULL);//' "$what"; then
+            LLMC_BF16_PATH=avx512bf16 LLMC_WEIGHT_PANELS=1 recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
+            if same_run "$tmp/panels0_avx512bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+            elif [ "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/mutant/main.log")" != "$(sed -n 's/^s:0 trl:\([^ ]*\) .*/\1/p' "$tmp/panels0_avx512bf16/main.log")" ]; then
+                fail "mutant caught: $what" "step 0 differs too: the mutant should change the panels after AdamW only"
+            else pass "mutant caught: $what (step 0 agrees, the run differs after)"; fi
+        fi
+    else
+        pass "weight panels skipped: this CPU has no AVX512_BF16, so no kernel with pair-word panels (vdpbf16ps, AMX) runs here"
+    fi
+
     # --- bf16 training writes the classifier's dlogits as bf16 bits, which the head's backward
     # products pack from (llmc/classifier.h): bit-identical to writing floats that the packing
     # rounds (LLMC_BF16_DLOGITS=0) over 10 steps, on the fastest bf16 path and the emulated one;
