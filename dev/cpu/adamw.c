@@ -16,6 +16,11 @@ Kernels and versions:
        paths' AdamW) where the build has AVX512_BF16, else as version 4; checked the same way,
        and both copies on special values: denormals (version 5: a zero of their sign), the
        largest floats, infinities, NaNs, ties
+    6  llmc/adamw.h's adamw_update_rows: version 5 a pair of rows at a time (the array as a matrix of
+       768 columns, or one row), each pair's bits also interleaved into the GEMM's panels
+       (gemm_put_b_pair: gpt2.h's weight panels on AMX); the copy checked as version 5's, the
+       panels against packing the copy whole (gemm_pack_b_whole). Where the run's bf16 kernel has
+       no pair-word panels (no AVX512_BF16), as version 5
   sum_of_squares   sum of g^2 over the gradients, in double (gpt2_grad_norm)
     1  the simple code of gpt2_grad_norm: 64 parts, a double running sum each
     2  llmc/adamw.h: the same 64 parts, blocks of 1024 in float vectors into a double
@@ -25,11 +30,12 @@ Kernels and versions:
 
 n = 124,475,904 floats (GPT-2 124M's parameters with Vp = 50304), and an odd 1,000,003.
 Bytes per call: AdamW reads params, grads, m, v and writes params, m, v: 7 n floats (7.5 with
-the bf16 copy);
+the bf16 copy, 8 with the panels too);
 sum of squares reads n; zeroing writes n.
 */
 #include "common.h"
 #include "llmc/adamw.h"
+#include "llmc/gemm.h"              // gemm_put_b_pair, gemm_pack_b_whole: version 6's panels
 #include "llmc/gemm_kernel_bf16.h"  // gemm_bf16_bits: the rounding the copy must match
 
 // 1: the simple code, as it was in llmc/adamw.h.
@@ -93,6 +99,8 @@ typedef struct {
     const float *grads;
     size_t n;
     uint16_t *params16;  // version 4's bf16 copy
+    float *panels;       // version 6's panels (NULL where the kernel has no pair-word panels)
+    int rows, cols;      // version 6's matrix
 } Args;
 
 #define ADAMW_ARGS(a) a->params, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3
@@ -107,6 +115,28 @@ static void adamw5(void *p) {
     Args *a = p;
     adamw_update_ex(a->params, a->params16, 1, a->grads, a->m, a->v, a->n, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, 3);
 }
+static void put_pair(void *ctx, int pair, int c0, int n, const uint16_t *lo, const uint16_t *hi) {
+    const Args *a = ctx;
+    gemm_put_b_pair(gemm_kernel_current(), a->rows, a->cols, a->panels, pair, c0, n, lo, hi);
+}
+static void adamw6(void *p) {
+    Args *a = p;
+    if (a->panels == NULL) { adamw5(p); return; }
+    const adamw_pair_sink sink = {put_pair, a};
+    adamw_update_rows(a->params, a->params16, 1, a->grads, a->m, a->v, (size_t)a->rows, (size_t)a->cols, &sink, 6e-4f, 0.9f,
+                      0.95f, 1e-8f, 0.1f, 0.7f, 3);
+}
+// 1 if version 6's panels are not the copy packed whole
+static int panels_wrong(const Args *a) {
+    if (a->panels == NULL) { return 0; }
+    const size_t words = gemm_packed_b_words(a->rows, a->cols);
+    float *ref = aligned_alloc_or_die(words * sizeof(float), "panels");
+    gemm_pack_b_whole(a->rows, a->cols, a->params16, a->cols, 1, ref);
+    const int wrong = memcmp(ref, a->panels, words * sizeof(float)) != 0;
+    free(ref);
+    return wrong;
+}
+
 // The bf16 bits the copy should hold for x: the GEMM packing's rounding (gemm_bf16_bits); with ftz
 // (version 5 on a build with the conversion instruction) a denormal becomes a zero of its sign.
 static uint16_t expected_bf16(float x, int ftz) {
@@ -153,11 +183,12 @@ static void sumsq2(void *p) { Args *a = p; a->sum[0] = (float)sum_of_squares(a->
 static void zero1(void *p) { Args *a = p; memset(a->zeroed, 0, a->n * sizeof(float)); }
 static void zero2(void *p) { Args *a = p; zero_floats(a->zeroed, a->n); }
 
-typedef struct { const char *kernel; void (*fn[5])(void *); const char *what[5]; double floats; } Kernel;
+typedef struct { const char *kernel; void (*fn[6])(void *); const char *what[6]; double floats; } Kernel;
 static const Kernel KERNELS[] = {
-    {"adamw_update", {adamw1, adamw2, adamw3, adamw4, adamw5},
+    {"adamw_update", {adamw1, adamw2, adamw3, adamw4, adamw5, adamw6},
      {"simple", "vectorized, sqrtf per lane", "llmc: vectorized, vec_sqrt", "llmc: and the bf16 copy",
-      VEC_HAVE_BF16_CVT ? "llmc: the copy by vcvtneps2bf16" : "llmc: the copy (no vcvtneps2bf16: as 4)"}, 7},
+      VEC_HAVE_BF16_CVT ? "llmc: the copy by vcvtneps2bf16" : "llmc: the copy (no vcvtneps2bf16: as 4)",
+      "llmc: rows, the copy and the weight panels"}, 7},
     {"sum_of_squares", {sumsq1, sumsq2}, {"simple (double running sums)", "llmc: float vector blocks into double"}, 1},
     {"zero", {zero1, zero2}, {"memset", "llmc: parallel, non-temporal stores"}, 1},
 };
@@ -166,6 +197,9 @@ int main(int argc, char **argv) {
     const int only = version_arg(argc, argv);
     const size_t sizes[] = {124475904, 1000003};
     printf("adamw: %d threads, VEC_WIDTH %d\n", omp_get_max_threads(), VEC_WIDTH);
+    precision_set(PRECISION_BF16);  // version 6's panels: the fastest bf16 kernel's
+    const int panels = gemm_kernel_pair_panels(gemm_kernel_current());
+    printf("version 6's panels: %s\n", panels ? gemm_kernel_current()->name : "none (this bf16 kernel has no pair-word panels)");
     int fails = special_values_wrong();
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         const size_t n = sizes[s];
@@ -176,7 +210,9 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n; i += 1000) { v0[i] = 0.0f; m0[i] = 0.0f; }  // as in the padded rows of wte
         Args a = {aligned_alloc_or_die(n * 4, "params"), aligned_alloc_or_die(n * 4, "m"),
                   aligned_alloc_or_die(n * 4, "v"), aligned_alloc_or_die(4, "sum"), aligned_alloc_or_die(n * 4, "zeroed"),
-                  grads, n, aligned_alloc_or_die(n * 2, "params16")};
+                  grads, n, aligned_alloc_or_die(n * 2, "params16"), NULL, n % 768 == 0 ? (int)(n / 768) : 1,
+                  n % 768 == 0 ? 768 : (int)n};
+        if (panels) { a.panels = aligned_alloc_or_die(gemm_packed_b_words(a.rows, a.cols) * sizeof(float), "panels"); }
         for (size_t k = 0; k < sizeof(KERNELS) / sizeof(KERNELS[0]); k++) {
             const Kernel *K = &KERNELS[k];
             Outputs o = {0};
@@ -189,13 +225,17 @@ int main(int argc, char **argv) {
             } else {
                 outputs_add(&o, "zeroed", a.zeroed, params0, n);
             }
-            for (int v = 1; v <= 5 && K->fn[v - 1] != NULL; v++) {
+            for (int v = 1; v <= 6 && K->fn[v - 1] != NULL; v++) {
                 if (v == 1 || only == 0 || only == v) {
                     char what[96];
                     snprintf(what, sizeof(what), "%s: %s", K->kernel, K->what[v - 1]);
-                    fails += !run_version(shape, v, what, K->fn[v - 1], &a, &o, (K->floats + (k == 0 && v >= 4) * 0.5) * n * sizeof(float),
+                    fails += !run_version(shape, v, what, K->fn[v - 1], &a, &o, (K->floats + (k == 0 && v >= 4) * 0.5 + (k == 0 && v == 6 && panels) * 0.5) * n * sizeof(float),
                                           1e-6, only == 0 || only == v);
-                    if (k == 0 && v >= 4 && params16_wrong(&a, v == 5)) {
+                    if (k == 0 && v == 6 && panels_wrong(&a)) {
+                        printf("  %s: version 6's panels are not its bf16 copy packed whole\n", shape);
+                        fails++;
+                    }
+                    if (k == 0 && v >= 4 && params16_wrong(&a, v >= 5)) {
                         printf("  %s: version %d's bf16 copy is not its parameters rounded\n", shape, v);
                         fails++;
                     }
@@ -203,7 +243,7 @@ int main(int argc, char **argv) {
             }
             outputs_free(&o);
         }
-        free(a.params); free(a.m); free(a.v); free(a.sum); free(a.zeroed); free(a.params16);
+        free(a.params); free(a.m); free(a.v); free(a.sum); free(a.zeroed); free(a.params16); free(a.panels);
         free(params0); free(grads); free(m0); free(v0);
     }
     printf("%s\n", fails ? "FAIL" : "OK: every version matches version 1");
