@@ -889,7 +889,8 @@ static void gemm_pack_b_whole(int K, int N, const uint16_t *b16, ptrdiff_t rs_b,
 // those rows: gpt2.h keeps each weight matrix so for its input gradient (B = W, pairs of rows
 // 2p, 2p + 1 interleaved), written by AdamW as it rounds the new weights to bf16, so that the
 // product reads its B blocks without packing them. Kernel g's panels must be pair words (the
-// native bf16 kernels: vdpbf16ps, AMX). The panels start zeroed (their padding stays zero).
+// native bf16 kernels: vdpbf16ps, AMX). The puts write no padding: the panels are packed whole
+// first (gemm_pack_b_whole writes the padding's zeros), then only their pairs are written again.
 static int gemm_kernel_pair_panels(const gemm_kernel *g) { return g->pack_b16 != NULL && g->kstep == 2 && g->unit_words == 1; }
 
 // Sixteen bf16 values (any alignment) and sixteen pair words, for gemm_put_b_pair.

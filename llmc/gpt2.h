@@ -69,6 +69,9 @@ typedef struct {
     float *lnfb;      // (C)
 } ParameterTensors;
 
+// The indexes of the blocks' weight matrices among the 16 tensors (gpt2_panels' i).
+enum { PARAM_QKVW = 4, PARAM_ATTPROJW = 6, PARAM_FCW = 10, PARAM_FCPROJW = 12 };
+
 static const char *const PARAMETER_NAMES[NUM_PARAMETER_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
@@ -538,16 +541,15 @@ static const uint16_t *gpt2_w16(const GPT2 *model, const float *w) {
 }
 
 // The weight matrices kept packed for their input gradients (weight_panels): the blocks' qkvw,
-// attprojw, fcw and fcprojw. Their shape (rows, cols) for tensor i, or 0.
+// attprojw, fcw and fcprojw, one a layer. For tensor i: 1 and a layer's matrix's shape (its
+// columns are C, or 4C for fcprojw), or 0. wte's panels, for the LM head's input gradient, were
+// measured and not kept (docs/amx.md, 2026-12-07).
 static int gpt2_panel_matrix(const GPT2 *model, int i, int *rows, int *cols) {
-    const int C = model->config.channels;
-    switch (i) {
-    case 4: *rows = 3 * C, *cols = C; return 1;   // qkvw
-    case 6: *rows = C, *cols = C; return 1;       // attprojw
-    case 10: *rows = 4 * C, *cols = C; return 1;  // fcw
-    case 12: *rows = C, *cols = 4 * C; return 1;  // fcprojw
-    default: return 0;
-    }
+    *rows = 0, *cols = 0;
+    if (i != PARAM_QKVW && i != PARAM_ATTPROJW && i != PARAM_FCW && i != PARAM_FCPROJW) { return 0; }
+    *cols = i == PARAM_FCPROJW ? 4 * model->config.channels : model->config.channels;
+    *rows = (int)(model->param_sizes[i] / (size_t)model->config.num_layers / (size_t)*cols);
+    return 1;
 }
 
 // LLMC_WEIGHT_PANELS=0|1: the weight panels off or on. On by default on AMX: on the Xeon VM with
@@ -565,21 +567,14 @@ static int gpt2_weight_panels_enabled(void) {
     return on && precision_is_bf16() && gemm_kernel_pair_panels(gemm_kernel_current());
 }
 
-// The panels of the matrix at w (a pointer to a layer's matrix of a tensor with panels) for
-// matmul_backward_ex, or NULL where there are none, or they are not current or not the run's
-// kernel's.
-static const float *gpt2_panels(const GPT2 *model, const float *w) {
-    if (model->weight_panels == NULL || !model->params_bf16_current || model->weight_panels_kernel != gemm_kernel_current()) {
+// The panels of layer l's matrix of tensor i for matmul_backward_ex, or NULL where there are
+// none, or they are not current or not the run's kernel's.
+static const float *gpt2_panels(const GPT2 *model, int i, int l) {
+    if (model->weight_panels == NULL || !model->params_bf16_current ||
+        model->weight_panels_kernel != gemm_kernel_current() || model->weight_panels_words[i] == 0) {
         return NULL;
     }
-    const size_t at = (size_t)(w - model->params_memory);
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        const size_t t0 = (size_t)(((float *const *)&model->params)[i] - model->params_memory);
-        if (model->weight_panels_words[i] == 0 || at < t0 || at >= t0 + model->param_sizes[i]) { continue; }
-        const size_t layer = (at - t0) / (model->param_sizes[i] / model->config.num_layers);
-        return model->weight_panels + model->weight_panels_at[i] + layer * model->weight_panels_words[i];
-    }
-    return NULL;
+    return model->weight_panels + model->weight_panels_at[i] + (size_t)l * model->weight_panels_words[i];
 }
 
 // Where enabled, the weight panels allocated for the run's kernel and packed from the bf16 copy
@@ -873,11 +868,12 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, a.fch_gelu, w.fcprojw,
-                                             gpt2_w16(model, w.fcprojw), gpt2_panels(model, w.fcprojw), N, 4 * C, C, dw,
-                                             grad_norm_hook(model)));
+                                             gpt2_w16(model, w.fcprojw), gpt2_panels(model, PARAM_FCPROJW, layer), N,
+                                             4 * C, C, dw, grad_norm_hook(model)));
     BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, a.ln2, w.fcw, gpt2_w16(model, w.fcw),
-                                             gpt2_panels(model, w.fcw), N, C, 4 * C, dw, grad_norm_hook(model)),
+                                             gpt2_panels(model, PARAM_FCW, layer), N, C, 4 * C, dw,
+                                             grad_norm_hook(model)),
              {"dln2", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
@@ -885,13 +881,14 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     // attention: residual2 = input + attproj(attention(qkv(ln1(input)))). The
     // attention backward writes all of dqkv (its sums start from zero): no zeroing pass first.
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a.atty, w.attprojw,
-                                             gpt2_w16(model, w.attprojw), gpt2_panels(model, w.attprojw), N, C, C, dw,
-                                             grad_norm_hook(model)),
+                                             gpt2_w16(model, w.attprojw), gpt2_panels(model, PARAM_ATTPROJW, layer), N,
+                                             C, C, dw, grad_norm_hook(model)),
              {"datty", s->datty, N, C});
     BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw),
-                                             gpt2_panels(model, w.qkvw), N, C, 3 * C, dw, grad_norm_hook(model)),
+                                             gpt2_panels(model, PARAM_QKVW, layer), N, C, 3 * C, dw,
+                                             grad_norm_hook(model)),
              {"dln1", s->dln, N, C});
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean,
                                                 a.ln1_rstd, w.ln1w, N, C));

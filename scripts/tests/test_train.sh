@@ -276,6 +276,12 @@ else
                 fail "mutant caught: $what" "step 0 differs too: the mutant should change the panels after AdamW only"
             else pass "mutant caught: $what (step 0 agrees, the run differs after)"; fi
         fi
+        what="every layer's input gradient reading layer 0's weight panels (gpt2_panels)"
+        if build_mutant llmc/gpt2.h 's/return model->weight_panels + model->weight_panels_at\[i\] + (size_t)l \* model->weight_panels_words\[i\];/return model->weight_panels + model->weight_panels_at[i];/' "$what"; then
+            LLMC_BF16_PATH=avx512bf16 LLMC_WEIGHT_PANELS=1 recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
+            if same_run "$tmp/panels0_avx512bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+            else pass "mutant caught: $what"; fi
+        fi
     else
         pass "weight panels skipped: this CPU has no AVX512_BF16, so no kernel with pair-word panels (vdpbf16ps, AMX) runs here"
     fi
