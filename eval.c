@@ -114,9 +114,9 @@ int main(int argc, char **argv) {
     }
 
     GPT2 model;  // parameters and activations only: no gradients nor AdamW state
+    matmul_set_precision((Precision)args.precision);  // first: the classifier's chunk depends on it
     gpt2_create_ex(&model, &config, B, T, args.model, 0, 0, 0);
     gpt2_load_params(&model, args.model);
-    matmul_set_precision((Precision)args.precision);
     char b1[32], b2[32];
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (padded %d), %zu parameters | matmuls: %s\n", config.num_layers,
            config.num_heads, config.channels, config.max_seq_len, config.vocab_size, config.padded_vocab_size,

@@ -318,9 +318,9 @@ int main(int argc, char **argv) {
     }
 
     GPT2 model;
+    matmul_set_precision(precision);  // first, as train_gpt2: the classifier's chunk (its logits' rows) depends on it
     gpt2_create_ex(&model, &config, B, T, model_path, 1, 0, recompute);
     gpt2_load_params(&model, model_path);
-    matmul_set_precision(precision);
     printf("checking B=%d, T=%d, %d threads, matmuls: %s%s\n", B, T, omp_get_max_threads(), matmul_precision_path(),
            recompute ? ", blocks recomputed in the backward" : "");
 

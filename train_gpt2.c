@@ -551,14 +551,13 @@ static void print_dry_run(Run *run) {
     zero_optimizer_free(&run->opt);
 }
 
-// The log, the schedule, the matmul precision and the buffers of the loop; prints the run's shape.
+// The log, the schedule and the buffers of the loop; prints the run's shape and precision.
 static void start_run(Run *run) {
     const TrainArgs *a = &run->args;
     if (a->output_dir != NULL && zero.rank == 0) { runlog_open(&run->log, run->log_path); }
     run->schedule = (Schedule){(ScheduleKind)a->schedule, a->learning_rate, a->warmup_steps, run->max_steps,
                                a->final_fraction};
     print_plan(run);
-    matmul_set_precision((Precision)a->precision);
     printf("precision: %s\n", matmul_precision_path());
 
     const size_t micro = (size_t)run->tokens_per_micro;
@@ -765,6 +764,7 @@ int main(int argc, char **argv) {
     read_model_config(&run);
     open_inputs(&run);      // checked before the big allocation
     plan_steps(&run);
+    matmul_set_precision((Precision)run.args.precision);  // before the sizes: the classifier's chunk depends on it
     if (run.args.dry_run) {
         print_dry_run(&run);
     } else {

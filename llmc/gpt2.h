@@ -19,6 +19,7 @@ vocab, maxT the longest sequence. A "row" is one (b, t) position: N = B*T rows.
 #include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -130,8 +131,20 @@ typedef struct {
 } ActivationTensors;
 #define NUM_ACTIVATION_TENSORS 24
 
-// Rows of the classifier processed at once: (256, 50304) floats = 51 MB of logits.
+// Rows of the classifier processed at once: (256, 50304) floats = 51 MB of logits. In bf16
+// 1024 (206 MB): each chunk's products pack wte's copy once (forward and input gradient) and
+// read and write wte's gradient once, a quarter as often at T=1024. The B=4 T=1024 bf16 step
+// was 2% faster on the Xeon VM with AMX (family 6 model 167, 2026-12-07: median of 12 alternated
+// pairs, docs/amx.md) and 1-3.5% on Zen 4 (2026-11-28, docs/speed.md). fp32 keeps 256: the
+// chunks are part of the order of wte's gradient sums, so its bits stay as they were.
 #define CLASSIFIER_CHUNK_ROWS 256
+#define CLASSIFIER_CHUNK_ROWS_BF16 1024
+
+// The classifier's rows a chunk in the run's precision, for a pass over N rows.
+static int classifier_chunk_rows(size_t N) {
+    const size_t rows = precision_is_bf16() ? CLASSIFIER_CHUNK_ROWS_BF16 : CLASSIFIER_CHUNK_ROWS;
+    return (int)(N < rows ? N : rows);
+}
 
 // Called by the forward and backward passes after each kernel with what it produced: rows
 // [row0, row0 + nrows) of a (rows, width) tensor. Layer is -1 outside the blocks; a
@@ -354,7 +367,7 @@ static void fill_parameter_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2
 static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GPT2Config *cfg,
                                   int B, int T, int recompute) {
     size_t N = (size_t)B * T, C = cfg->channels, L = cfg->num_layers, NH = cfg->num_heads;
-    size_t chunk = N < CLASSIFIER_CHUNK_ROWS ? N : CLASSIFIER_CHUNK_ROWS;
+    size_t chunk = (size_t)classifier_chunk_rows(N);  // the run's precision now (train_gpt2 sets it first)
     size_t Lk = recompute ? 1 : L;  // layers kept of all but residual3
     size_t s[NUM_ACTIVATION_TENSORS] = {
         N * C,                                         // encoded
@@ -966,8 +979,12 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
     // in bf16 the dlogits as bf16 bits (classifier.h), to an observer first as floats
     const int dlogits16 = dloss != 0.0f && gemm_a16_usable() && classifier_bf16_dlogits_enabled();
     const int ftz = gemm_flushes_bf16_denormals();
-    for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK_ROWS) {
-        int rows = N - r0 < CLASSIFIER_CHUNK_ROWS ? N - r0 : CLASSIFIER_CHUNK_ROWS;
+    // the precision's chunk, or fewer where the logits were sized in another precision
+    const size_t logits_floats = model->act_sizes[offsetof(ActivationTensors, logits) / sizeof(float *)];
+    const int held = (int)(logits_floats / (size_t)Vp), wanted = classifier_chunk_rows((size_t)N);
+    const int chunk = wanted < held ? wanted : held;
+    for (int r0 = 0; r0 < N; r0 += chunk) {
+        int rows = N - r0 < chunk ? N - r0 : chunk;
         const float *x = acts->lnf + (size_t)r0 * C;
         matmul_forward(acts->logits, x, model->params.wte, gpt2_w16(model, model->params.wte), NULL, rows, C, Vp);
         fwd_lap(model, PROF_MATMUL);

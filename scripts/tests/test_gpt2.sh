@@ -30,12 +30,13 @@ quick_mutants="causal mask off by one|bf16 rounding by truncation instead"
 
 # Configs: GPT-2 124M as in llm.c's test; sizes that are multiples of nothing;
 # the smallest possible (one head of 5 channels, T = maxT); and one whose
-# B*T rows span several classifier chunks.
+# B*T rows span several classifier chunks (1100 rows: 256-row chunks in fp32, 1024 in bf16,
+# each precision's last one partial).
 CONFIGS=(
     "d12|--depth d12 -B 4 -T 64 --steps 10"
     "odd|--layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 -B 3 -T 29 --steps 10 --seed 7"
     "tiny|--layers 1 --heads 1 --channels 5 --max-seq-len 7 --vocab 11 -B 1 -T 7 --steps 10 --seed 3"
-    "chunks|--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 3 -T 100 --steps 5 --seed 11"
+    "chunks|--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 11 -T 100 --steps 5 --seed 11"
 )
 # Each config in fp32, and in bf16 (NAME-bf16: the reference rounds the matmuls' operands as
 # test_gpt2 --precision bf16 does; see the top of test_gpt2.c).
@@ -166,7 +167,7 @@ rm -rf build/variant
 # Mutants: a copy of the sources with one deliberate bug each must fail the
 # check on the odd config, and name the tensor where the bug first shows.
 # Each line: file | sed expression | the first tensor expected to diverge | what
-#   [| bf16 (checked with --precision bf16 against odd-bf16) | environment]
+#   [| bf16 (checked with --precision bf16 against odd-bf16) | environment | another config than odd]
 # (used twice below: the A packing's pair order swapped, on the emulated path and on vdpbf16ps's)
 a_pair_swap='llmc/gemm_pack.h|s#    const int swap = emulated ? 1 : 0; #    const int swap = emulated \&\& P != GEMM_MR ? 1 : 0; #;s#= gemm_bf16_pair(lo, hi);#= r_panel == GEMM_BF16_MR ? gemm_bf16_pair(hi, lo) : gemm_bf16_pair(lo, hi);#'
 MUTANTS=(
@@ -199,6 +200,8 @@ MUTANTS=(
     # bf16: the dlogits' bf16 bits (llmc/classifier.h; here, with test_gpt2's observer, rounded
     # after it resyncs them) truncated instead of rounded: the head's input gradient shows it
     "llmc/classifier.h|s/classifier_bf16_vec(vec_load(row + v), ftz)/classifier_bf16_vec((vfloat)((vint)vec_load(row + v) \& (int32_t)0xffff0000u), ftz)/|dlnf|bf16 dlogits rounded by truncation|bf16"
+    # bf16's classifier chunks of 1024 rows (fp32's of 256): the last, partial one left out (chunks-bf16's 1100 rows)
+    "llmc/gpt2.h|s/for (int r0 = 0; r0 < N; r0 += chunk) {/for (int r0 = 0; r0 + (chunk > CLASSIFIER_CHUNK_ROWS ? chunk : 0) <= N \&\& r0 < N; r0 += chunk) {/|losses|bf16 classifier: the last, partial chunk of 1024 rows left out|bf16||chunks"
     # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the
     # pair order swapped in attn_pack_row_pairs (pairs of rows), and in attn_pack_col_pairs
     # (pairs along a row), as pair words (vdpbf16ps) and as split floats (emulated): each
@@ -237,7 +240,7 @@ mkdir -p build
 rm -rf build/mutant
 selected=()  # the mutants that run, each built in build/mutant/N (two builds at a time)
 for entry in "${MUTANTS[@]}"; do
-    IFS='|' read -r file expr expected what precision environment <<< "$entry"
+    IFS='|' read -r file expr expected what precision environment config <<< "$entry"
     [ "$quick" = 1 ] && ! printf '%s' "$what" | grep -Eq "$quick_mutants" && continue
     if why=$(mutant_skip "$environment"); then
         pass "mutant skipped ($why): $what"
@@ -253,7 +256,7 @@ for entry in "${MUTANTS[@]}"; do
     cmp -s "$file" "$dir/$file" || build_start "$dir" make -s -C "$dir" "${make_args[@]}" test_gpt2
 done
 for i in "${!selected[@]}"; do
-    IFS='|' read -r file expr expected what precision environment <<< "${selected[$i]}"
+    IFS='|' read -r file expr expected what precision environment config <<< "${selected[$i]}"
     dir=build/mutant/$i
     if cmp -s "$file" "$dir/$file"; then
         fail "mutant: $what" "the sed expression no longer matches $file; update the mutant"
@@ -263,7 +266,7 @@ for i in "${!selected[@]}"; do
         fail "mutant: $what" "does not compile: $(head -n 3 "$dir/build.log" | tr '\n' ' ')"
         continue
     fi
-    ref=data/ref/odd${precision:+-$precision}
+    ref=data/ref/${config:-odd}${precision:+-$precision}
     # shellcheck disable=SC2086
     out=$(env $environment "$dir/test_gpt2" -e $ref/model.bin -s $ref/state.bin -l $ref/losses.txt \
           -a $ref/activations.bin --precision "${precision:-fp32}" 2>&1)
