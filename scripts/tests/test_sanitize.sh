@@ -49,7 +49,7 @@ clean() {
 declare -A REF_ARGS=(
     [odd]="--layers 2 --heads 3 --channels 57 --max-seq-len 37 --vocab 517 -B 3 -T 29 --steps 10 --seed 7"
     [tiny]="--layers 1 --heads 1 --channels 5 --max-seq-len 7 --vocab 11 -B 1 -T 7 --steps 10 --seed 3"
-    [chunks]="--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 3 -T 100 --steps 5 --seed 11")
+    [chunks]="--layers 3 --heads 5 --channels 80 --max-seq-len 100 --vocab 1003 -B 11 -T 100 --steps 5 --seed 11")
 names="tiny odd chunks"; [ "$quick" = 1 ] && names=tiny
 for name in $names; do
     d=data/ref/$name
