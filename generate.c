@@ -191,6 +191,9 @@ int main(int argc, char **argv) {
     else { gpt2_load_params(&model, args.model); }
     GPT2Cache cache;
     gpt2_cache_create(&cache, &model, window);
+    // after the model: its logits sized for fp32's chunks (256 rows; generate reads one row at a
+    // time, gpt2_logits), not bf16's 1024 (150 MB more, unused); the classifier, which generate
+    // never runs, would stop on chunks larger than the logits
     matmul_set_precision((Precision)args.precision);
     if (args.precision == PRECISION_BF16) { gpt2_cache_use_bf16(&cache, &model); }  // the steps read bf16 weights
     char b1[32];

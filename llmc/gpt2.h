@@ -367,7 +367,7 @@ static void fill_parameter_sizes(size_t sizes[NUM_PARAMETER_TENSORS], const GPT2
 static void fill_activation_sizes(size_t sizes[NUM_ACTIVATION_TENSORS], const GPT2Config *cfg,
                                   int B, int T, int recompute) {
     size_t N = (size_t)B * T, C = cfg->channels, L = cfg->num_layers, NH = cfg->num_heads;
-    size_t chunk = (size_t)classifier_chunk_rows(N);  // the run's precision now (train_gpt2 sets it first)
+    size_t chunk = (size_t)classifier_chunk_rows(N);  // the run's precision: set it first
     size_t Lk = recompute ? 1 : L;  // layers kept of all but residual3
     size_t s[NUM_ACTIVATION_TENSORS] = {
         N * C,                                         // encoded
@@ -979,10 +979,15 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
     // in bf16 the dlogits as bf16 bits (classifier.h), to an observer first as floats
     const int dlogits16 = dloss != 0.0f && gemm_a16_usable() && classifier_bf16_dlogits_enabled();
     const int ftz = gemm_flushes_bf16_denormals();
-    // the precision's chunk, or fewer where the logits were sized in another precision
+    // the precision's chunk: the logits were sized for it where the precision was set before
+    // the model was created (train_gpt2, test_gpt2, eval); a bf16 chunk in logits sized for
+    // fp32's would overrun them
     const size_t logits_floats = model->act_sizes[offsetof(ActivationTensors, logits) / sizeof(float *)];
-    const int held = (int)(logits_floats / (size_t)Vp), wanted = classifier_chunk_rows((size_t)N);
-    const int chunk = wanted < held ? wanted : held;
+    const int chunk = classifier_chunk_rows((size_t)N);
+    if ((size_t)chunk * (size_t)Vp > logits_floats) {
+        die("classifier: chunks of %d rows, logits sized for %zu: the precision was set after the model was created",
+            chunk, logits_floats / (size_t)Vp);
+    }
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
         const float *x = acts->lnf + (size_t)r0 * C;
