@@ -17,7 +17,8 @@ Kernels and versions:
        and both copies on special values: denormals (version 5: a zero of their sign), the
        largest floats, infinities, NaNs, ties
     6  llmc/adamw.h's adamw_update_rows: version 5 a pair of rows at a time (the array as a matrix of
-       768 columns, or one row), each pair's bits also interleaved into the GEMM's panels
+       768 columns; the smaller sizes 999 rows of 1001, an odd count of a width no panel divides,
+       and one row), each pair's bits also interleaved into the GEMM's panels
        (gemm_put_b_pair: gpt2.h's weight panels on AMX); the copy checked as version 5's, the
        panels against packing the copy whole (gemm_pack_b_whole). Where the run's bf16 kernel has
        no pair-word panels (no AVX512_BF16), as version 5
@@ -195,14 +196,16 @@ static const Kernel KERNELS[] = {
 
 int main(int argc, char **argv) {
     const int only = version_arg(argc, argv);
-    const size_t sizes[] = {124475904, 1000003};
+    // n and version 6's matrix columns: GPT-2 124M's parameters as rows of 768 (pairs of rows), an
+    // odd count of rows (the last alone) of a width no panel or vector divides, and one row
+    const size_t sizes[][2] = {{124475904, 768}, {999 * 1001, 1001}, {1000003, 1000003}};
     printf("adamw: %d threads, VEC_WIDTH %d\n", omp_get_max_threads(), VEC_WIDTH);
     precision_set(PRECISION_BF16);  // version 6's panels: the fastest bf16 kernel's
     const int panels = gemm_kernel_pair_panels(gemm_kernel_current());
     printf("version 6's panels: %s\n", panels ? gemm_kernel_current()->name : "none (this bf16 kernel has no pair-word panels)");
     int fails = special_values_wrong();
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-        const size_t n = sizes[s];
+        const size_t n = sizes[s][0], cols = sizes[s][1];
         char shape[32];
         snprintf(shape, sizeof(shape), "n=%zu", n);
         float *params0 = make_random(n, 1), *grads = make_random(n, 2), *m0 = make_random(n, 3), *v0 = make_random(n, 4);
@@ -210,8 +213,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n; i += 1000) { v0[i] = 0.0f; m0[i] = 0.0f; }  // as in the padded rows of wte
         Args a = {aligned_alloc_or_die(n * 4, "params"), aligned_alloc_or_die(n * 4, "m"),
                   aligned_alloc_or_die(n * 4, "v"), aligned_alloc_or_die(4, "sum"), aligned_alloc_or_die(n * 4, "zeroed"),
-                  grads, n, aligned_alloc_or_die(n * 2, "params16"), NULL, n % 768 == 0 ? (int)(n / 768) : 1,
-                  n % 768 == 0 ? 768 : (int)n};
+                  grads, n, aligned_alloc_or_die(n * 2, "params16"), NULL, (int)(n / cols), (int)cols};
         if (panels) { a.panels = aligned_alloc_or_die(gemm_packed_b_words(a.rows, a.cols) * sizeof(float), "panels"); }
         for (size_t k = 0; k < sizeof(KERNELS) / sizeof(KERNELS[0]); k++) {
             const Kernel *K = &KERNELS[k];
