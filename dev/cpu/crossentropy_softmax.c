@@ -13,7 +13,8 @@ Versions:
 
 Each runs training (dloss = 1/N: losses and dlogits) and evaluation (dloss = 0: losses
 only, logits untouched). The model calls it on chunks of 256 rows (CLASSIFIER_CHUNK_ROWS; 1024
-in bf16 training where B*T reaches it), so 256 x 50257 (padded 50304) is the shape that counts.
+in bf16 training where B*T reaches it); its rows are independent, each a thread's, so 256 x
+50257 (padded 50304) times either chunk's rows.
 Bytes per call: training reads and writes the (N, Vp) logits, 2 N Vp floats; evaluation
 reads N V. The passes after the first find the row (200 KB) in L2.
 The loss of each version is also compared with a float64 softmax.
