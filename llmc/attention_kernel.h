@@ -136,6 +136,25 @@ VEC_INLINE void attn_prefetch_row(const float *base, ptrdiff_t ld, int row, int 
 // Pair words of lo and hi lane by lane, each rounded to bf16.
 VEC_INLINE vuint attn_bf16_pairs(vfloat lo, vfloat hi) { return attn_bf16_bits(hi) | (attn_bf16_bits(lo) >> 16); }
 
+// AMX's operands by the CPU's own conversion where the build has it (vcvtne2ps2bf16: a denormal
+// becomes a zero of its sign, which TDPBF16PS makes of a denormal operand anyway, so the products
+// keep their bits): one instruction for the integer rounding's eight operations a vector.
+// attn_bf16_pairs_amx: the pair words of lo and hi, lane by lane (a permute puts each lo beside
+// its hi); attn_bf16_adjacent_amx: the pair words of 2 VW floats in a row, pairs of neighbours.
+#if VEC_HAVE_BF16_CVT
+#define ATTN_BF16_CVT 1
+VEC_INLINE vuint attn_bf16_pairs_amx(vfloat lo, vfloat hi) {
+    const __m512i beside = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                            21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return (vuint)_mm512_permutexvar_epi16(beside, (__m512i)_mm512_cvtne2ps_pbh((__m512)hi, (__m512)lo));
+}
+VEC_INLINE vuint attn_bf16_adjacent_amx(const float *s) {
+    return (vuint)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + 16), _mm512_loadu_ps(s));
+}
+#else
+#define ATTN_BF16_CVT 0
+#endif
+
 // Pairs of rows: two rows of src (rows lds apart, nr rows, nc columns) make one row p of dst
 // (rows ldd apart), for p < (nr+1)/2; an odd last row pairs with 0. As pair words (dst[p*ldd +
 // c] = pair (src[2p][c], src[2p+1][c])), or split (emulated: float rows 2p and 2p+1 of dst =
@@ -162,6 +181,14 @@ static void attn_pack_row_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, 
             continue;
         }
         int c = 0;
+#if ATTN_BF16_CVT
+        if (arith == ATTN_BF16_AMX) {
+            for (; c + ATTN_VW <= nc; c += ATTN_VW) {
+                *(vuint_u *)(dst + p * ldd + c) =
+                    attn_bf16_pairs_amx(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0});
+            }
+        }
+#endif
         for (; c + ATTN_VW <= nc; c += ATTN_VW) {
             *(vuint_u *)(dst + p * ldd + c) = attn_bf16_pairs(vec_load(lo + c), has_hi ? vec_load(hi + c) : (vfloat){0});
         }
@@ -201,6 +228,11 @@ static void attn_pack_col_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, 
             continue;
         }
         int p = 0;
+#if ATTN_BF16_CVT
+        if (arith == ATTN_BF16_AMX) {
+            for (; 2 * (p + ATTN_VW) <= nc; p += ATTN_VW) { *(vuint_u *)(dst + r * ldd + p) = attn_bf16_adjacent_amx(s + 2 * p); }
+        }
+#endif
 #if !defined(__clang__)
         for (; 2 * (p + ATTN_VW) <= nc; p += ATTN_VW) {
             const vhalf a = (vhalf)attn_bf16_bits(vec_load(s + 2 * p));
