@@ -105,7 +105,8 @@ static attn_arith attn_current_arith(void) {
 typedef uint32_t vuint_u __attribute__((vector_size(ATTN_VW * sizeof(float)), aligned(4), may_alias));
 
 // x rounded to bf16 lane by lane, as fp32 bits with the low 16 bits zero (gemm_bf16_bits's rule):
-// every vector rounding of attention's operands, on every path, goes through here.
+// every vector rounding of attention's operands goes through here, but AMX's where the build has
+// the CPU's conversion (attn_bf16_pairs_amx below).
 VEC_INLINE vuint attn_bf16_bits(vfloat x) { return vec_bf16_bits32(x); }
 VEC_INLINE vfloat attn_bf16_round(vfloat x) { return (vfloat)attn_bf16_bits(x); }
 
