@@ -139,21 +139,13 @@ VEC_INLINE vuint attn_bf16_pairs(vfloat lo, vfloat hi) { return attn_bf16_bits(h
 
 // AMX's operands by the CPU's own conversion where the build has it (vcvtne2ps2bf16: a denormal
 // becomes a zero of its sign, which TDPBF16PS makes of a denormal operand anyway, so the products
-// keep their bits): one instruction for the integer rounding's eight operations a vector.
-// attn_bf16_pairs_amx: the pair words of lo and hi, lane by lane (a permute puts each lo beside
-// its hi); attn_bf16_adjacent_amx: the pair words of 2 VW floats in a row, pairs of neighbours.
+// keep their bits): one instruction for the integer rounding's eight operations a vector. The pair
+// words of lo and hi lane by lane, interleaved as the GEMM's packing interleaves two rows; pairs of
+// neighbours in a row are the GEMM's gemm_bf16_row_pairs.
 #if VEC_HAVE_BF16_CVT
-#define ATTN_BF16_CVT 1
 VEC_INLINE vuint attn_bf16_pairs_amx(vfloat lo, vfloat hi) {
-    const __m512i beside = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                            21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    return (vuint)_mm512_permutexvar_epi16(beside, (__m512i)_mm512_cvtne2ps_pbh((__m512)hi, (__m512)lo));
+    return (vuint)gemm_bf16_interleave((__m512i)_mm512_cvtne2ps_pbh((__m512)hi, (__m512)lo));
 }
-VEC_INLINE vuint attn_bf16_adjacent_amx(const float *s) {
-    return (vuint)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + 16), _mm512_loadu_ps(s));
-}
-#else
-#define ATTN_BF16_CVT 0
 #endif
 
 // Pairs of rows: two rows of src (rows lds apart, nr rows, nc columns) make one row p of dst
@@ -182,7 +174,7 @@ static void attn_pack_row_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, 
             continue;
         }
         int c = 0;
-#if ATTN_BF16_CVT
+#if VEC_HAVE_BF16_CVT
         if (arith == ATTN_BF16_AMX) {
             for (; c + ATTN_VW <= nc; c += ATTN_VW) {
                 *(vuint_u *)(dst + p * ldd + c) =
@@ -229,9 +221,11 @@ static void attn_pack_col_pairs(attn_arith arith, uint32_t *dst, ptrdiff_t ldd, 
             continue;
         }
         int p = 0;
-#if ATTN_BF16_CVT
+#if VEC_HAVE_BF16_CVT
         if (arith == ATTN_BF16_AMX) {
-            for (; 2 * (p + ATTN_VW) <= nc; p += ATTN_VW) { *(vuint_u *)(dst + r * ldd + p) = attn_bf16_adjacent_amx(s + 2 * p); }
+            for (; 2 * (p + ATTN_VW) <= nc; p += ATTN_VW) {
+                *(vuint_u *)(dst + r * ldd + p) = (vuint)gemm_bf16_row_pairs((const char *)(s + 2 * p), 0);
+            }
         }
 #endif
 #if !defined(__clang__)

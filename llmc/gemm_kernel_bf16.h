@@ -195,6 +195,15 @@ static inline __attribute__((always_inline)) __m512i gemm_bf16_two_rows(__mmask1
     return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m, hi), _mm512_maskz_loadu_ps(m, lo));
 }
 
+//   32 bf16 as gemm_bf16_two_rows gives them (row k's in the low half, row k+1's in the high) as
+//   16 pair words: word j = bf16 j of row k (low half), then bf16 j of row k+1 (high half)
+GEMM_BF16_TARGET
+static inline __attribute__((always_inline)) __m512i gemm_bf16_interleave(__m512i two_rows) {
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(interleave, two_rows);
+}
+
 GEMM_BF16_TARGET
 static inline __attribute__((always_inline)) int gemm_pack_block_bf16_any(int R, int full, int kcp, int kcp_stride,
                                                                           const char *src, int from16, ptrdiff_t s_r,
@@ -246,9 +255,6 @@ static inline __attribute__((always_inline)) int gemm_pack_block_bf16_any(int R,
         return 1;
     }
     if (s_r == 1) {
-        // word j of the result: bf16 j of lo (low half), then bf16 j of hi (high half)
-        const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                                    23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
         for (int p0 = 0; p0 < kcp; p0 += 4) {
             const int pn = gemm_min_bf16(4, kcp - p0);
             for (int r0 = 0; r0 < full; r0 += R) {
@@ -260,7 +266,7 @@ static inline __attribute__((always_inline)) int gemm_pack_block_bf16_any(int R,
                         __builtin_prefetch(lo + (8 * s_k + r) * es);  // the same line of the rows four pairs on
                         __builtin_prefetch(hi + (8 * s_k + r) * es);
                         const __m512i pairs = gemm_bf16_two_rows(m, lo + r * es, hi + r * es, from16);
-                        _mm512_mask_storeu_epi32((void *)(dst + (size_t)q * R + r), m, _mm512_permutexvar_epi16(interleave, pairs));
+                        _mm512_mask_storeu_epi32((void *)(dst + (size_t)q * R + r), m, gemm_bf16_interleave(pairs));
                     }
                 }
             }
