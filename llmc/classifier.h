@@ -34,7 +34,6 @@ bf16 bits, which is all the products read of them (half the bytes).
 // bf16 bits of a float, scalar: as vec_bf16_bits (the ftz flavour differs only on denormals, which
 // the products that flush them read as zeros either way).
 static inline uint16_t classifier_bf16(float x) { return (uint16_t)(gemm_bf16_bits(x) >> 16); }
-VEC_INLINE vbf16 classifier_bf16_vec(vfloat x, int ftz) { return ftz ? vec_bf16_bits_ftz(x) : vec_bf16_bits_fast(x); }
 
 // Row i of dlogits (N, Vp) as bf16 bits at (uint16_t *)(dlogits + i * Vp), its first Vp / 2 floats'
 // bytes, rows 2 Vp uint16 apart: each row is rounded in place, front to back, every vector loaded
@@ -47,7 +46,7 @@ static void classifier_rows_to_bf16(float *dlogits, int N, int V, int Vp, int ft
         float *row = dlogits + (size_t)i * Vp;
         uint16_t *row16 = (uint16_t *)row;
         int v = 0;
-        for (; v < body; v += VEC_WIDTH) { vec_store_bf16_partial(row16 + v, classifier_bf16_vec(vec_load(row + v), ftz), VEC_WIDTH); }
+        for (; v < body; v += VEC_WIDTH) { vec_store_bf16_partial(row16 + v, vec_bf16_bits_operand(vec_load(row + v), ftz), VEC_WIDTH); }
         for (; v < V; v++) { row16[v] = classifier_bf16(row[v]); }
         for (; v < Vp; v++) { row16[v] = 0; }
     }
@@ -107,7 +106,7 @@ static void crossentropy_softmax_forward_backward(float *losses, float *logits, 
             for (v = 0; v < body; v += VEC_WIDTH) {
                 vfloat x = vec_load(row + v) * scale;
                 if (t - v >= 0 && t - v < VEC_WIDTH) { x[t - v] -= dloss; }
-                vec_store_bf16_partial(row16 + v, classifier_bf16_vec(x, ftz), VEC_WIDTH);
+                vec_store_bf16_partial(row16 + v, vec_bf16_bits_operand(x, ftz), VEC_WIDTH);
             }
             for (; v < V; v++) { row16[v] = classifier_bf16(v == t ? row[v] * scale[0] - dloss : row[v] * scale[0]); }
             for (; v < Vp; v++) { row16[v] = 0; }

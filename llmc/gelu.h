@@ -16,6 +16,7 @@ The simple scalar versions these replace are version 1 in dev/cpu/gelu.c.
 #pragma once
 
 #include <stddef.h>
+#include "omp_compat.h"
 #include "utils.h"    // soft_prefetch_enabled
 #include "vecmath.h"
 
@@ -80,5 +81,52 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
         const int n = (int)(N - body);
         vec_store_partial(dinp + body, gelu_grad_vec(vec_load_partial(inp + body, n)) *
                                            vec_load_partial(dout + body, n), n);
+    }
+}
+
+// The MLP's dfch in bf16 training, where fc's two products read it only rounded to bf16 and fc's
+// bias gradient sums the floats: dinp = gelu'(inp) * dout (N, OC) as gelu_backward computes it,
+// stored only as bf16 bits (row i at dinp16 + i * OC: vec_bf16_bits_operand, what the products'
+// packing would round each float to; ftz as there), and dbias (OC) (+)= its column sums as
+// matmul_backward_bias forms them (each column over the rows in order, from zero; = where
+// overwrite). So the floats are never stored or read again: half the bytes written, and no pass
+// over them for the bias. Each thread takes a contiguous range of columns and walks every row,
+// which keeps each column's sum in order whatever the thread count; the partial sums of a block
+// of at most GELU_BIAS_COLS columns stay in L1.
+#define GELU_BIAS_COLS 2048
+static void gelu_backward_bf16_bias(uint16_t *dinp16, float *dbias, const float *inp, const float *dout, int N, int OC,
+                                    int overwrite, int ftz) {
+    const int vecs = (OC + VEC_WIDTH - 1) / VEC_WIDTH;
+    const int prefetch = GELU_PREFETCH > 0 && soft_prefetch_enabled();
+    #pragma omp parallel
+    {
+        const int nth = omp_get_num_threads(), t = omp_get_thread_num();
+        const int end = (int)((long)vecs * (t + 1) / nth) * VEC_WIDTH, stop = end < OC ? end : OC;
+        for (int b0 = (int)((long)vecs * t / nth) * VEC_WIDTH; b0 < stop; b0 += GELU_BIAS_COLS) {
+            const int b1 = stop - b0 < GELU_BIAS_COLS ? stop : b0 + GELU_BIAS_COLS;
+            vfloat sum[GELU_BIAS_COLS / VEC_WIDTH];
+            for (int v = 0; v < (b1 - b0 + VEC_WIDTH - 1) / VEC_WIDTH; v++) { sum[v] = vec_set1(0.0f); }
+            for (int i = 0; i < N; i++) {
+                const float *x = inp + (size_t)i * OC, *d = dout + (size_t)i * OC;
+                uint16_t *out = dinp16 + (size_t)i * OC;
+                const int ahead = prefetch && i + 1 < N;  // the next row's segment: a new run for the prefetchers
+                for (int c = b0; c < b1; c += VEC_WIDTH) {
+                    const int n = b1 - c < VEC_WIDTH ? b1 - c : VEC_WIDTH;
+                    if (ahead) {
+                        __builtin_prefetch(x + OC + c, 0, 3);
+                        __builtin_prefetch(d + OC + c, 0, 3);
+                    }
+                    // g's other use (the rounding) keeps GCC from contracting the sum into an FMA
+                    const vfloat g = n == VEC_WIDTH ? gelu_grad_vec(vec_load(x + c)) * vec_load(d + c)
+                                                    : gelu_grad_vec(vec_load_partial(x + c, n)) * vec_load_partial(d + c, n);
+                    sum[(c - b0) / VEC_WIDTH] += g;
+                    vec_store_bf16_partial(out + c, vec_bf16_bits_operand(g, ftz), n);
+                }
+            }
+            for (int c = b0; c < b1; c++) {
+                const float s = sum[(c - b0) / VEC_WIDTH][(c - b0) % VEC_WIDTH];
+                dbias[c] = overwrite ? s : dbias[c] + s;
+            }
+        }
     }
 }

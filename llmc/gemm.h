@@ -932,10 +932,11 @@ static void gemm_put_b_pair(const gemm_kernel *g, int K, int N, float *panels, i
     }
 }
 
-// gemm_ex with B packed whole already (gemm_pack_b_whole, for the same kernel, K and N).
-static void gemm_ex_packed_b(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *panels,
-                             float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
-    gemm_run(M, N, K, a, NULL, rs_a, cs_a, NULL, NULL, 0, 0, panels, c, ldc, ep);
+// gemm_ex with B packed whole already (gemm_pack_b_whole, for the same kernel, K and N); A from
+// its floats a, or where a16 is not NULL from bf16 bits alone as gemm_ex_a16's.
+static void gemm_ex_packed_b(int M, int N, int K, const float *a, const uint16_t *a16, ptrdiff_t rs_a, ptrdiff_t cs_a,
+                             const float *panels, float *c, ptrdiff_t ldc, const gemm_epilogue *ep) {
+    gemm_run(M, N, K, a16 != NULL ? NULL : a, a16, rs_a, cs_a, NULL, NULL, 0, 0, panels, c, ldc, ep);
 }
 
 static void gemm(int M, int N, int K, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, const float *b,

@@ -867,6 +867,17 @@ static void block_forward_half(GPT2 *model, int h, int B, int T) {
 // adds them in the projections' epilogue (matmul_forward_residual); the backward
 // passes dresidual on unchanged, and each branch's LayerNorm backward adds its
 // gradient into it.
+// bf16 training: gelu's backward writes the MLP's dfch only as bf16 bits, all that fc's two
+// products read of it, and sums fc's bias gradient from the floats in the same pass
+// (gelu_backward_bf16_bias): the same bits as the floats rounded by the products' packing, with
+// half the bytes written and read and no pass for the bias. Not where an observer (test_gpt2)
+// wants the floats; LLMC_BF16_DFCH=0 keeps the floats (for tests and comparisons).
+static int mlp_bf16_dfch(const GPT2 *model) {
+    static int enabled = -1;
+    if (enabled < 0) { enabled = env_flag("LLMC_BF16_DFCH", 1, "the MLP's dfch as floats", "as bf16 bits, in bf16 training"); }
+    return enabled && model->observer == NULL && gemm_a16_usable();
+}
+
 static void block_backward(GPT2 *model, int layer, int B, int T) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
@@ -883,11 +894,21 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dfch, g.fcprojw, g.fcprojb, s->dresidual, a.fch_gelu, w.fcprojw,
                                              gpt2_w16(model, w.fcprojw), gpt2_panels(model, PARAM_FCPROJW, layer), N,
                                              4 * C, C, dw, grad_norm_hook(model)));
-    BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, a.ln2, w.fcw, gpt2_w16(model, w.fcw),
-                                             gpt2_panels(model, PARAM_FCW, layer), N, C, 4 * C, dw,
-                                             grad_norm_hook(model)),
-             {"dln2", s->dln, N, C});
+    if (mlp_bf16_dfch(model)) {  // dfch as bf16 bits alone, fc's bias gradient summed as they are made
+        uint16_t *dfch16 = (uint16_t *)s->dqkv;  // (B, T, 4C) bits in dqkv's floats, unused until attention's backward
+        BACKWARD(PROF_GELU, gelu_backward_bf16_bias(dfch16, g.fcb, a.fch, s->dfch, N, 4 * C,
+                                                    (dw & MATMUL_OVERWRITE_DBIAS) != 0, gemm_flushes_bf16_denormals()));
+        BACKWARD(PROF_MATMUL, matmul_backward_bf16_dout(s->dln, g.fcw, dfch16, 4 * C, a.ln2, w.fcw, gpt2_w16(model, w.fcw),
+                                                        gpt2_panels(model, PARAM_FCW, layer), N, C, 4 * C, dw,
+                                                        grad_norm_hook(model)),
+                 {"dln2", s->dln, N, C});
+    } else {
+        BACKWARD(PROF_GELU, gelu_backward(s->dfch, a.fch, s->dfch, (size_t)N * 4 * C), {"dfch", s->dfch, N, 4 * C});
+        BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, a.ln2, w.fcw, gpt2_w16(model, w.fcw),
+                                                 gpt2_panels(model, PARAM_FCW, layer), N, C, 4 * C, dw,
+                                                 grad_norm_hook(model)),
+                 {"dln2", s->dln, N, C});
+    }
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a.residual2, a.ln2_mean,
                                                 a.ln2_rstd, w.ln2w, N, C), {"dresidual2", s->dresidual, N, C});
 
@@ -1010,7 +1031,7 @@ static float classifier(GPT2 *model, const int *targets, int N, float dloss, flo
             const uint16_t *wte16 = gpt2_w16(model, model->params.wte);
             if (dlogits16) {
                 matmul_backward_bf16_dout(dlnf + (size_t)r0 * C, model->grads.wte, (const uint16_t *)acts->logits,
-                                          2 * (ptrdiff_t)Vp, x, model->params.wte, wte16, rows, C, Vp, flags, final);
+                                          2 * (ptrdiff_t)Vp, x, model->params.wte, wte16, NULL, rows, C, Vp, flags, final);
             } else {
                 matmul_backward_ex(dlnf + (size_t)r0 * C, model->grads.wte, NULL, acts->logits, x, model->params.wte,
                                    wte16, NULL, rows, C, Vp, flags, final);

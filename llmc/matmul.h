@@ -123,8 +123,8 @@ static void matmul_backward_products(float *dinp, float *dweight, const float *d
                                      const gemm_final_hook *dweight_final) {
     if (dinp != NULL) {
         const gemm_epilogue ep = {.addend = (flags & MATMUL_OVERWRITE_DINP) ? NULL : dinp, .ld_addend = C};
-        if (weight_panels != NULL && dout16 == NULL) {
-            gemm_ex_packed_b(BT, C, OC, dout, ld, 1, weight_panels, dinp, C, &ep);
+        if (weight_panels != NULL) {
+            gemm_ex_packed_b(BT, C, OC, dout, dout16, ld, 1, weight_panels, dinp, C, &ep);
         } else if (dout16 != NULL) {
             gemm_ex_a16(BT, C, OC, dout16, ld, 1, weight, weight16, C, 1, dinp, C, &ep);
         } else {
@@ -159,12 +159,14 @@ static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const 
 
 // matmul_backward_ex's dinp and dweight (no dbias) from dout given only as bf16 bits: dout16's
 // row i at dout16 + i * ld16, each what the bf16 packing would round dout's float to (the
-// classifier writes dlogits so). For a bf16 run where gemm_a16_usable(): the products pack A from
-// it (half the bytes read, no rounding), with the same bits as from the floats.
+// classifier writes dlogits so, and gelu_backward_bf16_bias the MLP's dfch). For a bf16 run where
+// gemm_a16_usable(): the products pack A from it (half the bytes read, no rounding), with the same
+// bits as from the floats. weight_panels as matmul_backward_ex's.
 static void matmul_backward_bf16_dout(float *dinp, float *dweight, const uint16_t *dout16, ptrdiff_t ld16,
-                                      const float *inp, const float *weight, const uint16_t *weight16, int BT, int C,
-                                      int OC, unsigned flags, const gemm_final_hook *dweight_final) {
-    matmul_backward_products(dinp, dweight, NULL, dout16, ld16, inp, weight, weight16, NULL, BT, C, OC, flags,
+                                      const float *inp, const float *weight, const uint16_t *weight16,
+                                      const float *weight_panels, int BT, int C, int OC, unsigned flags,
+                                      const gemm_final_hook *dweight_final) {
+    matmul_backward_products(dinp, dweight, NULL, dout16, ld16, inp, weight, weight16, weight_panels, BT, C, OC, flags,
                              dweight_final);
 }
 

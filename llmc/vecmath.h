@@ -152,6 +152,11 @@ VEC_INLINE vbf16 vec_bf16_bits_fast(vfloat x) {
 VEC_INLINE vbf16 vec_bf16_bits_fast(vfloat x) { return vec_bf16_bits(x); }
 #endif
 
+// The bf16 bits the GEMM's packing rounds x to, for operands written as bf16 by their producer
+// (the classifier's dlogits, the MLP's dfch): vec_bf16_bits_fast, or where the run's products flush
+// denormal operands to zero anyway (ftz: gemm_flushes_bf16_denormals) the CPU's conversion alone.
+VEC_INLINE vbf16 vec_bf16_bits_operand(vfloat x, int ftz) { return ftz ? vec_bf16_bits_ftz(x) : vec_bf16_bits_fast(x); }
+
 // The first n <= VEC_WIDTH of h into dst[0..n).
 VEC_INLINE void vec_store_bf16_partial(uint16_t *dst, vbf16 h, int n) {
     if (n == VEC_WIDTH) {

@@ -49,9 +49,9 @@ int main(int argc, char **argv) {
                     matmul_backward_ex(dinp[k], NULL, NULL, dout, inp, w, k ? w16 : NULL, NULL, BT, C, OC, MATMUL_OVERWRITE_DINP,
                                        NULL);
                 } else {  // as matmul_forward and matmul_backward_ex call gemm_ex
-                    gemm_ex_packed_b(BT, OC, C, inp, C, 1, fwd_panels, out[k], OC, NULL);
+                    gemm_ex_packed_b(BT, OC, C, inp, NULL, C, 1, fwd_panels, out[k], OC, NULL);
                     t1 = omp_get_wtime();
-                    gemm_ex_packed_b(BT, C, OC, dout, OC, 1, bwd_panels, dinp[k], C, NULL);
+                    gemm_ex_packed_b(BT, C, OC, dout, NULL, OC, 1, bwd_panels, dinp[k], C, NULL);
                 }
                 t2 = omp_get_wtime();
                 t[(k * 2 + 0) * reps + r] = (t1 - t0) * 1e3;

@@ -641,7 +641,7 @@ static void check_b16_copy(void) {
         if (gemm_b16_usable()) {
             float *panels = aligned_alloc_or_die(gemm_packed_b_words(K, N) * sizeof(float), "packed B");
             gemm_pack_b_whole(K, N, b16, rs_b, cs_b, panels);
-            gemm_ex_packed_b(M, N, K, a, K, 1, panels, c3, N, &ep);
+            gemm_ex_packed_b(M, N, K, a, NULL, K, 1, panels, c3, N, &ep);
             if (memcmp(c1, c3, (size_t)M * N * sizeof(float)) != 0 && differ_whole++ == 0) {
                 snprintf(first_whole, sizeof(first_whole), "first at M=%d N=%d K=%d transB=%d ldb=%td threads=%d epilogue=%d",
                          M, N, K, trans_b, ldb, threads, epilogue);
@@ -663,7 +663,7 @@ static void check_b16_copy(void) {
                     }
                 }
                 float *c4 = malloc_or_die((size_t)M * N * sizeof(float), "c");
-                gemm_ex_packed_b(M, N, K, a, K, 1, put, c4, N, &ep);
+                gemm_ex_packed_b(M, N, K, a, NULL, K, 1, put, c4, N, &ep);
                 puts_count++;
                 if ((memcmp(put, panels, words * sizeof(float)) != 0 || memcmp(c1, c4, (size_t)M * N * sizeof(float)) != 0) &&
                     differ_put++ == 0) {
@@ -709,8 +709,8 @@ static void check_a16(void) {
     const int sizes[] = {1, 2, 3, 12, 13, 31, 32, 33, 64, 97, 200, 385};
     const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
     uint64_t s = 2424;
-    int differ = 0, count = 0;
-    char first[200] = "";
+    int differ = 0, count = 0, differ_packed = 0, packed_count = 0;
+    char first[200] = "", first_packed[200] = "";
     for (int trial = 0; trial < 96; trial++) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         const int M = sizes[s % nsizes], N = sizes[(s >> 8) % nsizes], trans_a = (int)((s >> 24) & 1);
@@ -736,6 +736,20 @@ static void check_a16(void) {
         if (memcmp(c1, c2, (size_t)M * N * sizeof(float)) != 0 && differ++ == 0) {
             snprintf(first, sizeof(first), "first at M=%d N=%d K=%d transA=%d lda=%td threads=%d", M, N, K, trans_a, lda, threads);
         }
+        // and B packed whole beforehand from its bf16 bits (the MLP's dfch against fc's weight panels)
+        if (gemm_b16_usable()) {
+            uint16_t *b16 = malloc_or_die((size_t)K * N * sizeof(uint16_t), "b16");
+            for (size_t i = 0; i < (size_t)K * N; i++) { b16[i] = (uint16_t)(gemm_bf16_bits(b[i]) >> 16); }
+            float *panels = aligned_alloc_or_die(gemm_packed_b_words(K, N) * sizeof(float), "packed B");
+            gemm_pack_b_whole(K, N, b16, N, 1, panels);
+            gemm_ex_packed_b(M, N, K, NULL, a16, rs_a, cs_a, panels, c2, N, NULL);
+            packed_count++;
+            if (memcmp(c1, c2, (size_t)M * N * sizeof(float)) != 0 && differ_packed++ == 0) {
+                snprintf(first_packed, sizeof(first_packed), "first at M=%d N=%d K=%d transA=%d lda=%td threads=%d", M, N, K,
+                         trans_a, lda, threads);
+            }
+            free(b16); free(panels);
+        }
         free(a); free(b); free(a16); free(c1); free(c2);
     }
     set_threads(4);
@@ -743,6 +757,12 @@ static void check_a16(void) {
     snprintf(name, sizeof(name), "%s: A from bf16 bits bit-identical to A from fp32 on %d problems", mode_name, count);
     snprintf(detail, sizeof(detail), "%d differ, %s", differ, first);
     report(name, differ == 0, detail);
+    if (packed_count > 0) {
+        snprintf(name, sizeof(name), "%s: A from bf16 bits with B packed whole bit-identical to fp32 on %d problems", mode_name,
+                 packed_count);
+        snprintf(detail, sizeof(detail), "%d differ, %s", differ_packed, first_packed);
+        report(name, differ_packed == 0, detail);
+    }
 }
 
 static void check_all_gemms(void) {

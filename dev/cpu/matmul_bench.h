@@ -78,7 +78,7 @@ static void matmul_product_run(void *p) {
     if (r->dout16 != NULL && r->prod != MATMUL_FWD) {
         const int dinp = r->prod == MATMUL_DINP;
         matmul_backward_bf16_dout(dinp ? r->dinp : NULL, dinp ? NULL : r->dweight, r->dout16, r->OC, r->inp, r->weight,
-                                  r->weight16, r->BT, r->C, r->OC, MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT, NULL);
+                                  r->weight16, NULL, r->BT, r->C, r->OC, MATMUL_OVERWRITE_DINP | MATMUL_OVERWRITE_DWEIGHT, NULL);
         return;
     }
     if (r->prod == MATMUL_DINP) {

@@ -199,7 +199,7 @@ MUTANTS=(
     "$a_pair_swap|h.0.qkv|bf16 pair order swapped in the A packing (vdpbf16ps path)|bf16|LLMC_BF16_PATH=avx512bf16"
     # bf16: the dlogits' bf16 bits (llmc/classifier.h; here, with test_gpt2's observer, rounded
     # after it resyncs them) truncated instead of rounded: the head's input gradient shows it
-    "llmc/classifier.h|s/classifier_bf16_vec(vec_load(row + v), ftz)/classifier_bf16_vec((vfloat)((vint)vec_load(row + v) \& (int32_t)0xffff0000u), ftz)/|dlnf|bf16 dlogits rounded by truncation|bf16"
+    "llmc/classifier.h|s/vec_bf16_bits_operand(vec_load(row + v), ftz)/vec_bf16_bits_operand((vfloat)((vint)vec_load(row + v) \& (int32_t)0xffff0000u), ftz)/|dlnf|bf16 dlogits rounded by truncation|bf16"
     # bf16's classifier chunks of 1024 rows (fp32's of 256): the last, partial one left out (chunks-bf16's 1100 rows)
     "llmc/gpt2.h|s/for (int r0 = 0; r0 < N; r0 += chunk) {/for (int r0 = 0; r0 + (chunk > CLASSIFIER_CHUNK_ROWS ? chunk : 0) <= N \&\& r0 < N; r0 += chunk) {/|losses|bf16 classifier: the last, partial chunk of 1024 rows left out|bf16||chunks"
     # bf16 attention: its vector rounding (P, V, dout, K's pairs of keys) by truncation; the

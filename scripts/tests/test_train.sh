@@ -311,6 +311,35 @@ else
     expect_error "LLMC_BF16_DLOGITS=2" 1 "^error: LLMC_BF16_DLOGITS=2: expected 0" env LLMC_BF16_DLOGITS=2 \
         ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1 --precision bf16
 
+    # --- bf16 training writes the MLP's dfch as bf16 bits alone and sums fc's bias gradient in the
+    # same pass (llmc/gelu.h's gelu_backward_bf16_bias): bit-identical to the floats, rounded by
+    # the products' packing and summed by matmul_backward_bias (LLMC_BF16_DFCH=0), over 10 steps
+    # on the fastest bf16 path and the emulated one; the bias summed without the last row, and
+    # the bits truncated instead of rounded, must break it.
+    LLMC_BF16_DFCH=0 recompute_run ./train_gpt2 bf16 0 "$tmp/dfch32_bf16"
+    if [ "$(grep -c ' trl:' "$tmp/dfch32_bf16/main.log")" -eq 10 ] && same_run "$tmp/rc0_bf16" "$tmp/dfch32_bf16"; then
+        pass "bf16 dfch written as bf16 bits with fc's bias gradient in the same pass bit-identical to LLMC_BF16_DFCH=0 over 10 steps"
+    else
+        fail "bf16 dfch bit-identical to LLMC_BF16_DFCH=0" "$(tail -n 1 "$tmp/dfch32_bf16.out")"
+    fi
+    LLMC_BF16_PATH=emulated LLMC_BF16_DFCH=0 recompute_run ./train_gpt2 bf16 1 "$tmp/dfch32_emu"
+    if [ "$(grep -c ' trl:' "$tmp/dfch32_emu/main.log")" -eq 10 ] && same_run "$tmp/w16on_emu" "$tmp/dfch32_emu"; then
+        pass "bf16 dfch as bf16 bits bit-identical to LLMC_BF16_DFCH=0 on the emulated path, --recompute 1"
+    else
+        fail "bf16 dfch bit-identical on the emulated path" "$(tail -n 1 "$tmp/dfch32_emu.out")"
+    fi
+    for entry in 's/sum\[(c - b0) \/ VEC_WIDTH\] += g;/if (i + 1 < N) { sum[(c - b0) \/ VEC_WIDTH] += g; }/|fc'"'"'s bias gradient summed without the last row' \
+                 's/vec_bf16_bits_operand(g, ftz)/vec_bf16_bits_operand((vfloat)((vint)g \& (int32_t)0xffff0000u), ftz)/|dfch'"'"'s bf16 bits truncated instead of rounded'; do
+        IFS='|' read -r expr what <<< "$entry"
+        if build_mutant llmc/gelu.h "$expr" "$what"; then
+            recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
+            if same_run "$tmp/dfch32_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+            else pass "mutant caught: $what (the run differs from LLMC_BF16_DFCH=0)"; fi
+        fi
+    done
+    expect_error "LLMC_BF16_DFCH=2" 1 "^error: LLMC_BF16_DFCH=2: expected 0" env LLMC_BF16_DFCH=2 \
+        ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1 --precision bf16
+
     # --- the gradient norm summed block by block as the backward pass finishes the gradients
     # (llmc/gpt2.h, GradNormSums) is the pass after the backward, bit for bit
     # (LLMC_NORM_IN_BACKWARD=0): fp32 and bf16, 10 steps; and a block's slice summed one layer
