@@ -286,48 +286,44 @@ else
         pass "weight panels skipped: this CPU has no AVX512_BF16, so no kernel with pair-word panels (vdpbf16ps, AMX) runs here"
     fi
 
+    # bf16_bits_switch VAR STEM WHAT: a tensor bf16 training writes as bf16 bits (VAR=0: as floats,
+    # which the products' packing rounds) is bit-identical both ways over 10 steps (checkpoints,
+    # losses, samples), on the fastest bf16 path and on the emulated one with --recompute 1; the runs
+    # with VAR=0 are left in $tmp/STEM_bf16 and $tmp/STEM_emu; VAR=2 is refused.
+    bf16_bits_switch() {
+        local var=$1 stem=$2 what=$3
+        (export "$var=0"; recompute_run ./train_gpt2 bf16 0 "$tmp/${stem}_bf16")
+        if [ "$(grep -c ' trl:' "$tmp/${stem}_bf16/main.log")" -eq 10 ] && same_run "$tmp/rc0_bf16" "$tmp/${stem}_bf16"; then
+            pass "bf16 $what bit-identical to $var=0 over 10 steps (checkpoints, losses, samples)"
+        else
+            fail "bf16 $what bit-identical to $var=0" "$(tail -n 1 "$tmp/${stem}_bf16.out")"
+        fi
+        (export LLMC_BF16_PATH=emulated "$var=0"; recompute_run ./train_gpt2 bf16 1 "$tmp/${stem}_emu")
+        if [ "$(grep -c ' trl:' "$tmp/${stem}_emu/main.log")" -eq 10 ] && same_run "$tmp/w16on_emu" "$tmp/${stem}_emu"; then
+            pass "bf16 $what bit-identical to $var=0 on the emulated path, --recompute 1"
+        else
+            fail "bf16 $what bit-identical to $var=0 on the emulated path" "$(tail -n 1 "$tmp/${stem}_emu.out")"
+        fi
+        expect_error "$var=2" 1 "^error: $var=2: expected 0" env "$var=2" \
+            ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1 --precision bf16
+    }
+
     # --- bf16 training writes the classifier's dlogits as bf16 bits, which the head's backward
-    # products pack from (llmc/classifier.h): bit-identical to writing floats that the packing
-    # rounds (LLMC_BF16_DLOGITS=0) over 10 steps, on the fastest bf16 path and the emulated one;
-    # and dlogits written without the target's -1 (times dloss) must break it.
-    LLMC_BF16_DLOGITS=0 recompute_run ./train_gpt2 bf16 0 "$tmp/dl32_bf16"
-    if [ "$(grep -c ' trl:' "$tmp/dl32_bf16/main.log")" -eq 10 ] && same_run "$tmp/rc0_bf16" "$tmp/dl32_bf16"; then
-        pass "bf16 dlogits written as bf16 bits are bit-identical to LLMC_BF16_DLOGITS=0 over 10 steps (checkpoints, losses, samples)"
-    else
-        fail "bf16 dlogits bit-identical to LLMC_BF16_DLOGITS=0" "$(tail -n 1 "$tmp/dl32_bf16.out")"
-    fi
-    LLMC_BF16_PATH=emulated LLMC_BF16_DLOGITS=0 recompute_run ./train_gpt2 bf16 1 "$tmp/dl32_emu"
-    if [ "$(grep -c ' trl:' "$tmp/dl32_emu/main.log")" -eq 10 ] && same_run "$tmp/w16on_emu" "$tmp/dl32_emu"; then
-        pass "bf16 dlogits as bf16 bits bit-identical to LLMC_BF16_DLOGITS=0 on the emulated path, --recompute 1"
-    else
-        fail "bf16 dlogits bit-identical on the emulated path" "$(tail -n 1 "$tmp/dl32_emu.out")"
-    fi
+    # products pack from (llmc/classifier.h); dlogits written without the target's -1 (times
+    # dloss) must break it.
+    bf16_bits_switch LLMC_BF16_DLOGITS dl32 "dlogits written as bf16 bits"
     what="the classifier's bf16 dlogits without the target's term"
     if build_mutant llmc/classifier.h 's/{ x\[t - v\] -= dloss; }/{ }/' "$what"; then
         recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
         if same_run "$tmp/dl32_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what (the run differs from LLMC_BF16_DLOGITS=0)"; fi
     fi
-    expect_error "LLMC_BF16_DLOGITS=2" 1 "^error: LLMC_BF16_DLOGITS=2: expected 0" env LLMC_BF16_DLOGITS=2 \
-        ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1 --precision bf16
 
     # --- bf16 training writes the MLP's dfch as bf16 bits alone and sums fc's bias gradient in the
-    # same pass (llmc/gelu.h's gelu_backward_bf16_bias): bit-identical to the floats, rounded by
-    # the products' packing and summed by matmul_backward_bias (LLMC_BF16_DFCH=0), over 10 steps
-    # on the fastest bf16 path and the emulated one; the bias summed without the last row, and
-    # the bits truncated instead of rounded, must break it.
-    LLMC_BF16_DFCH=0 recompute_run ./train_gpt2 bf16 0 "$tmp/dfch32_bf16"
-    if [ "$(grep -c ' trl:' "$tmp/dfch32_bf16/main.log")" -eq 10 ] && same_run "$tmp/rc0_bf16" "$tmp/dfch32_bf16"; then
-        pass "bf16 dfch written as bf16 bits with fc's bias gradient in the same pass bit-identical to LLMC_BF16_DFCH=0 over 10 steps"
-    else
-        fail "bf16 dfch bit-identical to LLMC_BF16_DFCH=0" "$(tail -n 1 "$tmp/dfch32_bf16.out")"
-    fi
-    LLMC_BF16_PATH=emulated LLMC_BF16_DFCH=0 recompute_run ./train_gpt2 bf16 1 "$tmp/dfch32_emu"
-    if [ "$(grep -c ' trl:' "$tmp/dfch32_emu/main.log")" -eq 10 ] && same_run "$tmp/w16on_emu" "$tmp/dfch32_emu"; then
-        pass "bf16 dfch as bf16 bits bit-identical to LLMC_BF16_DFCH=0 on the emulated path, --recompute 1"
-    else
-        fail "bf16 dfch bit-identical on the emulated path" "$(tail -n 1 "$tmp/dfch32_emu.out")"
-    fi
+    # same pass (llmc/gelu.h's gelu_backward_bf16_bias), where LLMC_BF16_DFCH=0 writes the floats
+    # and matmul_backward_bias sums them; the bias summed without the last row, and the bits
+    # truncated instead of rounded, must break it.
+    bf16_bits_switch LLMC_BF16_DFCH dfch32 "dfch written as bf16 bits with fc's bias gradient in the same pass"
     for entry in 's/sum\[(c - b0) \/ VEC_WIDTH\] += g;/if (i + 1 < N) { sum[(c - b0) \/ VEC_WIDTH] += g; }/|fc'"'"'s bias gradient summed without the last row' \
                  's/vec_bf16_bits_operand(g, ftz)/vec_bf16_bits_operand((vfloat)((vint)g \& (int32_t)0xffff0000u), ftz)/|dfch'"'"'s bf16 bits truncated instead of rounded'; do
         IFS='|' read -r expr what <<< "$entry"
@@ -337,8 +333,6 @@ else
             else pass "mutant caught: $what (the run differs from LLMC_BF16_DFCH=0)"; fi
         fi
     done
-    expect_error "LLMC_BF16_DFCH=2" 1 "^error: LLMC_BF16_DFCH=2: expected 0" env LLMC_BF16_DFCH=2 \
-        ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1 --precision bf16
 
     # --- the gradient norm summed block by block as the backward pass finishes the gradients
     # (llmc/gpt2.h, GradNormSums) is the pass after the backward, bit for bit
