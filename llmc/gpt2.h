@@ -862,11 +862,6 @@ static void block_forward_half(GPT2 *model, int h, int B, int T) {
     }
 }
 
-// On entry acts.dresidual holds the gradient of the layer's output (residual3);
-// on return, the gradient of its input. The residual connections: the forward
-// adds them in the projections' epilogue (matmul_forward_residual); the backward
-// passes dresidual on unchanged, and each branch's LayerNorm backward adds its
-// gradient into it.
 // bf16 training: gelu's backward writes the MLP's dfch only as bf16 bits, all that fc's two
 // products read of it, and sums fc's bias gradient from the floats in the same pass
 // (gelu_backward_bf16_bias): the same bits as the floats rounded by the products' packing, with
@@ -878,6 +873,11 @@ static int mlp_bf16_dfch(const GPT2 *model) {
     return enabled && model->observer == NULL && gemm_a16_usable();
 }
 
+// On entry acts.dresidual holds the gradient of the layer's output (residual3);
+// on return, the gradient of its input. The residual connections: the forward
+// adds them in the projections' epilogue (matmul_forward_residual); the backward
+// passes dresidual on unchanged, and each branch's LayerNorm backward adds its
+// gradient into it.
 static void block_backward(GPT2 *model, int layer, int B, int T) {
     const GPT2Config *cfg = &model->config;
     const int N = B * T, C = cfg->channels, NH = cfg->num_heads;
