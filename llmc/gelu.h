@@ -16,7 +16,9 @@ The simple scalar versions these replace are version 1 in dev/cpu/gelu.c.
 #pragma once
 
 #include <stddef.h>
-#include "omp_compat.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "utils.h"    // soft_prefetch_enabled
 #include "vecmath.h"
 
@@ -100,7 +102,11 @@ static void gelu_backward_bf16_bias(uint16_t *dinp16, float *dbias, const float 
     const int prefetch = GELU_PREFETCH > 0 && soft_prefetch_enabled();
     #pragma omp parallel
     {
-        const int nth = omp_get_num_threads(), t = omp_get_thread_num();
+        int nth = 1, t = 0;
+#ifdef _OPENMP
+        nth = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
         const int end = (int)((long)vecs * (t + 1) / nth) * VEC_WIDTH, stop = end < OC ? end : OC;
         for (int b0 = (int)((long)vecs * t / nth) * VEC_WIDTH; b0 < stop; b0 += GELU_BIAS_COLS) {
             const int b1 = stop - b0 < GELU_BIAS_COLS ? stop : b0 + GELU_BIAS_COLS;
