@@ -956,5 +956,11 @@ static void gemm_ex_a16(int M, int N, int K, const uint16_t *a16, ptrdiff_t rs_a
 static int gemm_b16_usable(void) { return precision_is_bf16() && gemm_kernel_current()->pack_b16 != NULL; }
 // 1 if the next gemm_ex_a16 can run: bf16, on a kernel with pack_a16 (every bf16 path).
 static int gemm_a16_usable(void) { return precision_is_bf16() && gemm_kernel_current()->pack_a16 != NULL; }
+// 1 if an operand A is worth its producer writing as bf16 bits for gemm_ex_a16: on kernels whose
+// panels hold bf16 pairs (unit_words 1: AMX, vdpbf16ps), where packing floats converts them. The
+// emulated kernel's panels hold floats, rounded in place about as cheaply as bits are widened, so
+// the producer's narrowing is extra work: on a Zen 3 (2026-12-07), qkv's and fc's backward with
+// dout as bits took 1-3% longer there (dev/cpu/results/2026-12-07-evening-zen3).
+static int gemm_a16_pays(void) { return gemm_a16_usable() && gemm_kernel_current()->unit_words == 1; }
 // 1 if the run's bf16 products flush denormal operands to zero (gemm_kernel's flushes_denormals).
 static int gemm_flushes_bf16_denormals(void) { return precision_is_bf16() && gemm_kernel_current()->flushes_denormals; }

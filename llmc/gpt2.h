@@ -862,15 +862,27 @@ static void block_forward_half(GPT2 *model, int h, int B, int T) {
     }
 }
 
-// bf16 training: gelu's backward writes the MLP's dfch only as bf16 bits, all that fc's two
-// products read of it, and sums fc's bias gradient from the floats in the same pass
-// (gelu_backward_bf16_bias): the same bits as the floats rounded by the products' packing, with
-// half the bytes written and read and no pass for the bias. Not where an observer (test_gpt2)
-// wants the floats; LLMC_BF16_DFCH=0 keeps the floats (for tests and comparisons).
+// bf16 training on kernels where it pays (gemm_a16_pays): gelu's backward writes the MLP's dfch
+// only as bf16 bits, all that fc's two products read of it, and sums fc's bias gradient from the
+// floats in the same pass (matmul_backward_bias_bf16 with GELU): the same bits as the floats
+// rounded by the products' packing, with half the bytes written and read and no pass for the
+// bias. Not where an observer (test_gpt2) wants the floats. LLMC_BF16_DFCH=0 keeps the floats,
+// =1 writes the bits on every bf16 path (for tests and comparisons).
 static int mlp_bf16_dfch(const GPT2 *model) {
-    static int enabled = -1;
-    if (enabled < 0) { enabled = env_flag("LLMC_BF16_DFCH", 1, "the MLP's dfch as floats", "as bf16 bits, in bf16 training"); }
-    return enabled && model->observer == NULL && gemm_a16_usable();
+    static int forced = -2;
+    if (forced == -2) { forced = env_flag_or_unset("LLMC_BF16_DFCH", "the MLP's dfch as floats", "as bf16 bits on every bf16 path"); }
+    return (forced < 0 ? gemm_a16_pays() : forced) && model->observer == NULL && gemm_a16_usable();
+}
+
+// bf16 training on kernels where it pays (gemm_a16_pays): qkv's bias pass also rounds attention's
+// dqkv to bf16 bits, which qkv's two products then read (matmul_backward_bias_bf16): the same
+// bits, half the bytes read by their packing, no conversion there. The floats stay (attention's
+// backward sums into them), so an observer sees them as before. LLMC_BF16_DQKV=0: the products
+// read the floats; =1: the bits on every bf16 path.
+static int qkv_bf16_dqkv(void) {
+    static int forced = -2;
+    if (forced == -2) { forced = env_flag_or_unset("LLMC_BF16_DQKV", "qkv's products read dqkv's floats", "its bf16 bits on every bf16 path"); }
+    return (forced < 0 ? gemm_a16_pays() : forced) && gemm_a16_usable();
 }
 
 // On entry acts.dresidual holds the gradient of the layer's output (residual3);
@@ -888,6 +900,7 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
     // the matmuls write their weight and bias gradients on the step's first backward pass
     const int dw = MATMUL_OVERWRITE_DINP |
                    (model->grads_overwrite ? MATMUL_OVERWRITE_DWEIGHT | MATMUL_OVERWRITE_DBIAS : 0);
+    const int overwrite_dbias = (dw & MATMUL_OVERWRITE_DBIAS) != 0, ftz = gemm_flushes_bf16_denormals();
     observe(model, "dresidual3", layer, s->dresidual, N, C);
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
@@ -896,8 +909,7 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
                                              4 * C, C, dw, grad_norm_hook(model)));
     if (mlp_bf16_dfch(model)) {  // dfch as bf16 bits alone, fc's bias gradient summed as they are made
         uint16_t *dfch16 = (uint16_t *)s->dqkv;  // (B, T, 4C) bits in dqkv's floats, unused until attention's backward
-        BACKWARD(PROF_GELU, gelu_backward_bf16_bias(dfch16, g.fcb, a.fch, s->dfch, N, 4 * C,
-                                                    (dw & MATMUL_OVERWRITE_DBIAS) != 0, gemm_flushes_bf16_denormals()));
+        BACKWARD(PROF_GELU, matmul_backward_bias_bf16(dfch16, g.fcb, s->dfch, a.fch, N, 4 * C, overwrite_dbias, ftz));
         BACKWARD(PROF_MATMUL, matmul_backward_bf16_dout(s->dln, g.fcw, dfch16, 4 * C, a.ln2, w.fcw, gpt2_w16(model, w.fcw),
                                                         gpt2_panels(model, PARAM_FCW, layer), N, C, 4 * C, dw,
                                                         grad_norm_hook(model)),
@@ -920,10 +932,19 @@ static void block_backward(GPT2 *model, int layer, int B, int T) {
              {"datty", s->datty, N, C});
     BACKWARD(PROF_ATTENTION, attention_backward(s->dqkv, s->datty, a.atty, a.att_lse, a.qkv, B, T, C, NH),
              {"dqkv", s->dqkv, N, 3 * C});
-    BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw),
-                                             gpt2_panels(model, PARAM_QKVW, layer), N, C, 3 * C, dw,
-                                             grad_norm_hook(model)),
-             {"dln1", s->dln, N, C});
+    if (qkv_bf16_dqkv()) {  // the products read dqkv's bf16 bits, made as qkv's bias gradient is summed
+        uint16_t *dqkv16 = (uint16_t *)s->dfch;  // (B, T, 3C) bits in dfch's floats, free since fc's backward
+        BACKWARD(PROF_MATMUL, matmul_backward_bias_bf16(dqkv16, g.qkvb, s->dqkv, NULL, N, 3 * C, overwrite_dbias, ftz));
+        BACKWARD(PROF_MATMUL, matmul_backward_bf16_dout(s->dln, g.qkvw, dqkv16, 3 * C, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw),
+                                                        gpt2_panels(model, PARAM_QKVW, layer), N, C, 3 * C, dw,
+                                                        grad_norm_hook(model)),
+                 {"dln1", s->dln, N, C});
+    } else {
+        BACKWARD(PROF_MATMUL, matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, a.ln1, w.qkvw, gpt2_w16(model, w.qkvw),
+                                                 gpt2_panels(model, PARAM_QKVW, layer), N, C, 3 * C, dw,
+                                                 grad_norm_hook(model)),
+                 {"dln1", s->dln, N, C});
+    }
     BACKWARD(PROF_LAYERNORM, layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, a.input, a.ln1_mean,
                                                 a.ln1_rstd, w.ln1w, N, C));
 }

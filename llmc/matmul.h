@@ -32,6 +32,7 @@ which that product then reads without packing.
 #pragma once
 
 #include <stddef.h>
+#include "gelu.h"  // gelu_grad_vec: GELU's backward fused into the MLP's bias pass
 #include "gemm.h"
 #include "gemv.h"
 
@@ -115,6 +116,68 @@ static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC
     }
 }
 
+// The bias pass of a product whose dout (N, OC) bf16 training's backward products read only as
+// bf16 bits (gemm_a16_usable): dout16 (row i at dout16 + i * OC) gets each float rounded as the
+// products' packing would round it (vec_bf16_bits_operand; ftz as there), and dbias (OC) (+)= the
+// column sums of the floats as matmul_backward_bias forms them (each column over the rows in order,
+// from zero; = where overwrite). The products then read half the bytes, unrounded. Where gelu_inp
+// (N, OC) is not NULL, GELU's backward comes first, as gelu_backward computes it: the sums and bits
+// are of gelu'(gelu_inp) * dout (the MLP's dfch, whose floats are then never stored). Each thread
+// takes a contiguous range of columns and walks every row, so each column's sum is in order whatever
+// the thread count; the partial sums of a block of at most MATMUL_BIAS_BF16_COLS columns stay in L1,
+// and the next row's segment is fetched ahead where soft_prefetch_enabled (GELU_PREFETCH's reason).
+#define MATMUL_BIAS_BF16_COLS 2048
+// Row i's columns [b0, b1) of matmul_backward_bias_bf16 (x: gelu_inp's row, or NULL). Inlined with
+// `gelu` constant at each call: the loop is compiled once with GELU and once without.
+static inline __attribute__((always_inline)) void matmul_bias_bf16_row(vfloat *sum, uint16_t *out, const float *d,
+                                                                       const float *x, int b0, int b1, int OC,
+                                                                       int ahead, int ftz, const int gelu) {
+    for (int c = b0; c < b1; c += VEC_WIDTH) {
+        const int n = b1 - c < VEC_WIDTH ? b1 - c : VEC_WIDTH;
+        if (ahead) {
+            __builtin_prefetch(d + OC + c, 0, 3);
+            if (gelu) { __builtin_prefetch(x + OC + c, 0, 3); }
+        }
+        vfloat g = n == VEC_WIDTH ? vec_load(d + c) : vec_load_partial(d + c, n);
+        if (gelu) { g = gelu_grad_vec(n == VEC_WIDTH ? vec_load(x + c) : vec_load_partial(x + c, n)) * g; }
+        // g's other use (the rounding) keeps GCC from contracting the sum into an FMA
+        sum[(c - b0) / VEC_WIDTH] += g;
+        vec_store_bf16_partial(out + c, vec_bf16_bits_operand(g, ftz), n);
+    }
+}
+static void matmul_backward_bias_bf16(uint16_t *dout16, float *dbias, const float *dout, const float *gelu_inp, int N,
+                                      int OC, int overwrite, int ftz) {
+    const int vecs = (OC + VEC_WIDTH - 1) / VEC_WIDTH;
+    const int prefetch = GELU_PREFETCH > 0 && soft_prefetch_enabled();
+    #pragma omp parallel
+    {
+        int nth = 1, t = 0;
+#ifdef _OPENMP
+        nth = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        const int end = (int)((long)vecs * (t + 1) / nth) * VEC_WIDTH, stop = end < OC ? end : OC;
+        for (int b0 = (int)((long)vecs * t / nth) * VEC_WIDTH; b0 < stop; b0 += MATMUL_BIAS_BF16_COLS) {
+            const int b1 = stop - b0 < MATMUL_BIAS_BF16_COLS ? stop : b0 + MATMUL_BIAS_BF16_COLS;
+            vfloat sum[MATMUL_BIAS_BF16_COLS / VEC_WIDTH];
+            for (int v = 0; v < (b1 - b0 + VEC_WIDTH - 1) / VEC_WIDTH; v++) { sum[v] = vec_set1(0.0f); }
+            for (int i = 0; i < N; i++) {
+                const size_t row = (size_t)i * OC;
+                const int ahead = prefetch && i + 1 < N;  // the next row's segment: a new run for the prefetchers
+                if (gelu_inp != NULL) {
+                    matmul_bias_bf16_row(sum, dout16 + row, dout + row, gelu_inp + row, b0, b1, OC, ahead, ftz, 1);
+                } else {
+                    matmul_bias_bf16_row(sum, dout16 + row, dout + row, NULL, b0, b1, OC, ahead, ftz, 0);
+                }
+            }
+            for (int c = b0; c < b1; c++) {
+                const float s = sum[(c - b0) / VEC_WIDTH][(c - b0) % VEC_WIDTH];
+                dbias[c] = overwrite ? s : dbias[c] + s;
+            }
+        }
+    }
+}
+
 // The backward products from dout (BT, OC), rows ld apart, given as floats or, where dout16 is
 // not NULL, only as bf16 bits (gemm_ex_a16; dout unused): dinp (BT, C) (+)= dout . weight and
 // dweight (OC, C) (+)= dout^T . inp, as matmul_backward_ex's flags say.
@@ -160,7 +223,7 @@ static void matmul_backward_ex(float *dinp, float *dweight, float *dbias, const 
 
 // matmul_backward_ex's dinp and dweight (no dbias) from dout given only as bf16 bits: dout16's
 // row i at dout16 + i * ld16, each what the bf16 packing would round dout's float to (the
-// classifier writes dlogits so, and gelu_backward_bf16_bias the MLP's dfch). For a bf16 run where
+// classifier writes dlogits so, and matmul_backward_bias_bf16 the MLP's dfch and attention's dqkv). For a bf16 run where
 // gemm_a16_usable(): the products pack A from it (half the bytes read, no rounding), with the same
 // bits as from the floats. weight_panels as matmul_backward_ex's.
 static void matmul_backward_bf16_dout(float *dinp, float *dweight, const uint16_t *dout16, ptrdiff_t ld16,

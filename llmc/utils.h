@@ -216,6 +216,10 @@ static int env_flag(const char *name, int def, const char *off, const char *on) 
     }
     return env[0] == '1';
 }
+// env_flag for a switch whose default is decided at each use: -1 where name is unset.
+static int env_flag_or_unset(const char *name, const char *off, const char *on) {
+    return getenv(name) == NULL ? -1 : env_flag(name, 0, off, on);
+}
 
 // 1 if the memory-bound passes (AdamW, GELU's backward) fetch their sources ahead by software
 // prefetches, as measured per vendor (dev/cpu/adamw, and in the step): on Intel's Xeons (family 6

@@ -12,10 +12,11 @@ Kernels and versions:
     2  llmc/gelu.h: vectorized, s (1 + 2 x u' (1 - s)) with s = 1 / (1 + exp(-2u))
 
   gelu_backward with fc's bias gradient, in bf16 training: dinp = gelu'(inp) * dout (BT, 4C)
-  as bf16 bits (what the products' packing rounds it to) and dbias = its column sums
+  as bf16 bits (what the products' packing rounds it to) and dbias = its column sums; and the
+  same pass without GELU (qkv's bias and dqkv's bits, "no GELU" shapes)
     1  gelu_backward into floats, matmul_backward_bias over them, then the floats rounded
-    2  llmc/gelu.h: gelu_backward_bf16_bias, one pass that stores only the bits (the model's
-       call in bf16 training); the same bits
+    2  llmc/matmul.h: matmul_backward_bias_bf16, one pass that stores only the bits (the
+       model's call in bf16 training); the same bits
 
   gelu_forward in the product: pre = inp . weight^T + bias, out = gelu(pre), the MLP's first
   layer (BT rows, C = 768 to 4C = 3072), in fp32 and in bf16 on this CPU's fastest bf16 path
@@ -86,25 +87,31 @@ static void product2(void *p) {
 typedef struct {
     uint16_t *dinp16;
     float *dbias, *scratch;  // scratch: version 1's floats
-    const float *inp, *dout;
+    const float *inp, *dout;  // inp NULL: no GELU
     int BT, OC;
 } BiasArgs;
 static void bias1(void *p) {
     BiasArgs *a = p;
     const size_t n = (size_t)a->BT * a->OC;
-    gelu_backward(a->scratch, a->inp, a->dout, n);
+    if (a->inp != NULL) {
+        gelu_backward(a->scratch, a->inp, a->dout, n);
+    } else {
+        memcpy(a->scratch, a->dout, n * sizeof(float));
+    }
     matmul_backward_bias(a->dbias, a->scratch, a->BT, a->OC, 1);
     bf16_round_floats(a->dinp16, a->scratch, n);
 }
 static void bias2(void *p) {
     BiasArgs *a = p;
-    gelu_backward_bf16_bias(a->dinp16, a->dbias, a->inp, a->dout, a->BT, a->OC, 1, 0);
+    matmul_backward_bias_bf16(a->dinp16, a->dbias, a->dout, a->inp, a->BT, a->OC, 1, 0);
 }
 
-// The third kernel, gelu_backward with the bias gradient in bf16: both versions, the same bits.
+// The third kernel, gelu_backward with the bias gradient in bf16 (and the pass without GELU): both
+// versions, the same bits.
 static int check_bias(int only) {
-    const struct { const char *name; int BT, OC; } shapes[] = {
-        {"B4 T64 4C=3072", 256, 3072}, {"B4 T1024 4C=3072", 4096, 3072}, {"B3 T29 4C=228", 87, 228}, {"7x20", 7, 20}};
+    const struct { const char *name; int BT, OC, gelu; } shapes[] = {
+        {"B4 T64 4C=3072", 256, 3072, 1}, {"B4 T1024 4C=3072", 4096, 3072, 1}, {"B3 T29 4C=228", 87, 228, 1}, {"7x20", 7, 20, 1},
+        {"no GELU B4 T64 3C=2304", 256, 2304, 0}, {"no GELU B4 T1024 3C=2304", 4096, 2304, 0}, {"no GELU 7x20", 7, 20, 0}};
     int fails = 0;
     printf("gelu_backward with the bias gradient, dinp as bf16 bits\n");
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
@@ -113,17 +120,17 @@ static int check_bias(int only) {
         float *inp = make_random(n, 1), *dout = make_random(n, 2);
         for (size_t i = 0; i < n; i++) { inp[i] *= 6.0f; }
         BiasArgs a = {aligned_alloc_or_die((n + 1) * sizeof(uint16_t), "dinp16"), aligned_alloc_or_die(OC * sizeof(float), "dbias"),
-                      aligned_alloc_or_die(n * sizeof(float), "scratch"), inp, dout, BT, OC};
+                      aligned_alloc_or_die(n * sizeof(float), "scratch"), shapes[s].gelu ? inp : NULL, dout, BT, OC};
         a.dinp16[n] = 0;  // an odd count's last bits pair with zero
         Outputs o = {0};
         outputs_add(&o, "dinp16 (pairs of bits as floats)", (float *)a.dinp16, NULL, (n + 1) / 2);
         outputs_add(&o, "dbias", a.dbias, NULL, OC);
         void (*fn[2])(void *) = {bias1, bias2};
-        const char *what[2] = {"gelu_backward, the bias, then the rounding", "llmc: gelu_backward_bf16_bias, one pass"};
+        const char *what[2] = {"gelu_backward, the bias, then the rounding", "llmc: matmul_backward_bias_bf16, one pass"};
         for (int v = 1; v <= 2; v++) {
             if (v == 1 || only == 0 || only == v) {
                 fails += !run_version(shapes[s].name, v, what[v - 1], fn[v - 1], &a, &o,
-                                      (2.0 * sizeof(float) + sizeof(uint16_t)) * n, 0.0, only == 0 || only == v);
+                                      ((shapes[s].gelu ? 2.0 : 1.0) * sizeof(float) + sizeof(uint16_t)) * n, 0.0, only == 0 || only == v);
             }
         }
         outputs_free(&o);

@@ -286,24 +286,26 @@ else
         pass "weight panels skipped: this CPU has no AVX512_BF16, so no kernel with pair-word panels (vdpbf16ps, AMX) runs here"
     fi
 
-    # bf16_bits_switch VAR STEM WHAT: a tensor bf16 training writes as bf16 bits (VAR=0: as floats,
-    # which the products' packing rounds) is bit-identical both ways over 10 steps (checkpoints,
-    # losses, samples), on the fastest bf16 path and on the emulated one with --recompute 1; the runs
-    # with VAR=0 are left in $tmp/STEM_bf16 and $tmp/STEM_emu; VAR=2 is refused.
+    # bf16_bits_switch VAR STEM WHAT: a tensor bf16 training may write as bf16 bits (VAR=1; VAR=0:
+    # as floats, which the products' packing rounds; unset: the kernel's default) is bit-identical
+    # both ways over 10 steps (checkpoints, losses, samples), on the fastest bf16 path and on the
+    # emulated one with --recompute 1; the runs with VAR=0 are left in $tmp/STEM_off_fastest and
+    # $tmp/STEM_off_emulated; VAR=2 is refused.
     bf16_bits_switch() {
-        local var=$1 stem=$2 what=$3
-        (export "$var=0"; recompute_run ./train_gpt2 bf16 0 "$tmp/${stem}_bf16")
-        if [ "$(grep -c ' trl:' "$tmp/${stem}_bf16/main.log")" -eq 10 ] && same_run "$tmp/rc0_bf16" "$tmp/${stem}_bf16"; then
-            pass "bf16 $what bit-identical to $var=0 over 10 steps (checkpoints, losses, samples)"
-        else
-            fail "bf16 $what bit-identical to $var=0" "$(tail -n 1 "$tmp/${stem}_bf16.out")"
-        fi
-        (export LLMC_BF16_PATH=emulated "$var=0"; recompute_run ./train_gpt2 bf16 1 "$tmp/${stem}_emu")
-        if [ "$(grep -c ' trl:' "$tmp/${stem}_emu/main.log")" -eq 10 ] && same_run "$tmp/w16on_emu" "$tmp/${stem}_emu"; then
-            pass "bf16 $what bit-identical to $var=0 on the emulated path, --recompute 1"
-        else
-            fail "bf16 $what bit-identical to $var=0 on the emulated path" "$(tail -n 1 "$tmp/${stem}_emu.out")"
-        fi
+        local var=$1 stem=$2 what=$3 path on rc
+        for path in fastest emulated; do
+            rc=0; [ $path = emulated ] && rc=1
+            for on in 1 0; do
+                (export "$var=$on"; [ $path = emulated ] && export LLMC_BF16_PATH=emulated
+                 recompute_run ./train_gpt2 bf16 $rc "$tmp/${stem}_$([ $on = 1 ] && echo on || echo off)_$path")
+            done
+            if [ "$(grep -c ' trl:' "$tmp/${stem}_off_$path/main.log")" -eq 10 ] &&
+                same_run "$tmp/${stem}_on_$path" "$tmp/${stem}_off_$path"; then
+                pass "bf16 $what: $var=1 bit-identical to $var=0 over 10 steps (checkpoints, losses, samples), $path path, --recompute $rc"
+            else
+                fail "bf16 $what: $var=1 bit-identical to $var=0, $path path" "$(tail -n 1 "$tmp/${stem}_on_$path.out")"
+            fi
+        done
         expect_error "$var=2" 1 "^error: $var=2: expected 0" env "$var=2" \
             ./train_gpt2 -e $chunks -i "$data/synth_train_*.bin" -j "$data/synth_val_*.bin" -b 4 -t 32 -x 1 --precision bf16
     }
@@ -314,25 +316,42 @@ else
     bf16_bits_switch LLMC_BF16_DLOGITS dl32 "dlogits written as bf16 bits"
     what="the classifier's bf16 dlogits without the target's term"
     if build_mutant llmc/classifier.h 's/{ x\[t - v\] -= dloss; }/{ }/' "$what"; then
-        recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
-        if same_run "$tmp/dl32_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+        LLMC_BF16_DLOGITS=1 recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
+        if same_run "$tmp/dl32_off_fastest" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
         else pass "mutant caught: $what (the run differs from LLMC_BF16_DLOGITS=0)"; fi
     fi
 
+    # bias_pass_mutants REF VAR 'SED|WHAT'...: each mutant of llmc/matmul.h (bf16, VAR=1, 10 steps)
+    # must differ from the run with VAR=0 in $tmp/REF.
+    bias_pass_mutants() {
+        local ref=$1 var=$2 entry expr what; shift 2
+        for entry in "$@"; do
+            IFS='|' read -r expr what <<< "$entry"
+            if build_mutant llmc/matmul.h "$expr" "$what"; then
+                (export "$var=1"; recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant")
+                if same_run "$tmp/$ref" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
+                else pass "mutant caught: $what (the run differs from $var=0)"; fi
+            fi
+        done
+    }
+
     # --- bf16 training writes the MLP's dfch as bf16 bits alone and sums fc's bias gradient in the
-    # same pass (llmc/gelu.h's gelu_backward_bf16_bias), where LLMC_BF16_DFCH=0 writes the floats
-    # and matmul_backward_bias sums them; the bias summed without the last row, and the bits
-    # truncated instead of rounded, must break it.
+    # same pass (llmc/matmul.h's matmul_backward_bias_bf16 with GELU), where LLMC_BF16_DFCH=0 writes
+    # the floats and matmul_backward_bias sums them; the bias summed from values truncated to bf16,
+    # and the bits truncated instead of rounded, must break it.
     bf16_bits_switch LLMC_BF16_DFCH dfch32 "dfch written as bf16 bits with fc's bias gradient in the same pass"
-    for entry in 's/sum\[(c - b0) \/ VEC_WIDTH\] += g;/if (i + 1 < N) { sum[(c - b0) \/ VEC_WIDTH] += g; }/|fc'"'"'s bias gradient summed without the last row' \
-                 's/vec_bf16_bits_operand(g, ftz)/vec_bf16_bits_operand((vfloat)((vint)g \& (int32_t)0xffff0000u), ftz)/|dfch'"'"'s bf16 bits truncated instead of rounded'; do
-        IFS='|' read -r expr what <<< "$entry"
-        if build_mutant llmc/gelu.h "$expr" "$what"; then
-            recompute_run build/mutant/train_gpt2 bf16 0 "$tmp/mutant"
-            if same_run "$tmp/dfch32_bf16" "$tmp/mutant"; then fail "mutant caught: $what" "still bit-identical"
-            else pass "mutant caught: $what (the run differs from LLMC_BF16_DFCH=0)"; fi
-        fi
-    done
+    bias_pass_mutants dfch32_off_fastest LLMC_BF16_DFCH \
+        's/sum\[(c - b0) \/ VEC_WIDTH\] += g;/sum[(c - b0) \/ VEC_WIDTH] += gelu ? (vfloat)((vint)g \& (int32_t)0xffff0000u) : g;/|fc'"'"'s bias gradient summed from dfch truncated to bf16, not from the floats' \
+        's/vec_bf16_bits_operand(g, ftz)/vec_bf16_bits_operand(gelu ? (vfloat)((vint)g \& (int32_t)0xffff0000u) : g, ftz)/|dfch'"'"'s bf16 bits truncated instead of rounded'
+
+    # --- qkv's bias pass also writes attention's dqkv as bf16 bits, which qkv's products read
+    # (the same matmul_backward_bias_bf16, without GELU), where LLMC_BF16_DQKV=0 they pack the
+    # floats and matmul_backward_bias sums them; the same two faults in the pass without GELU must
+    # break it.
+    bf16_bits_switch LLMC_BF16_DQKV dqkv32 "dqkv's bf16 bits made in qkv's bias pass"
+    bias_pass_mutants dqkv32_off_fastest LLMC_BF16_DQKV \
+        's/sum\[(c - b0) \/ VEC_WIDTH\] += g;/sum[(c - b0) \/ VEC_WIDTH] += gelu ? g : (vfloat)((vint)g \& (int32_t)0xffff0000u);/|qkv'"'"'s bias gradient summed from dqkv truncated to bf16, not from the floats' \
+        's/vec_bf16_bits_operand(g, ftz)/vec_bf16_bits_operand(gelu ? g : (vfloat)((vint)g \& (int32_t)0xffff0000u), ftz)/|dqkv'"'"'s bf16 bits truncated instead of rounded'
 
     # --- the gradient norm summed block by block as the backward pass finishes the gradients
     # (llmc/gpt2.h, GradNormSums) is the pass after the backward, bit for bit
