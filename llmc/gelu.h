@@ -16,9 +16,6 @@ The simple scalar versions these replace are version 1 in dev/cpu/gelu.c.
 #pragma once
 
 #include <stddef.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "utils.h"    // soft_prefetch_enabled
 #include "vecmath.h"
 

@@ -862,27 +862,32 @@ static void block_forward_half(GPT2 *model, int h, int B, int T) {
     }
 }
 
-// bf16 training on kernels where it pays (gemm_a16_pays): gelu's backward writes the MLP's dfch
-// only as bf16 bits, all that fc's two products read of it, and sums fc's bias gradient from the
-// floats in the same pass (matmul_backward_bias_bf16 with GELU): the same bits as the floats
-// rounded by the products' packing, with half the bytes written and read and no pass for the
-// bias. Not where an observer (test_gpt2) wants the floats. LLMC_BF16_DFCH=0 keeps the floats,
-// =1 writes the bits on every bf16 path (for tests and comparisons).
-static int mlp_bf16_dfch(const GPT2 *model) {
-    static int forced = -2;
-    if (forced == -2) { forced = env_flag_or_unset("LLMC_BF16_DFCH", "the MLP's dfch as floats", "as bf16 bits on every bf16 path"); }
-    return (forced < 0 ? gemm_a16_pays() : forced) && model->observer == NULL && gemm_a16_usable();
+// Whether a bf16 run's product reads its dout as bf16 bits written by its bias pass
+// (matmul_backward_bias_bf16) rather than as floats: by default on kernels where that pays
+// (gemm_a16_pays); the environment variable var forces it, =0 the floats, =1 the bits on every bf16
+// path (for tests and comparisons). forced caches the variable (-2: not read yet); the default is
+// decided at each call, as the kernel can change.
+static int bf16_dout_bits(int *forced, const char *var, const char *floats, const char *bits) {
+    if (*forced == -2) { *forced = env_flag_or_unset(var, floats, bits); }
+    return (*forced < 0 ? gemm_a16_pays() : *forced) && gemm_a16_usable();
 }
 
-// bf16 training on kernels where it pays (gemm_a16_pays): qkv's bias pass also rounds attention's
-// dqkv to bf16 bits, which qkv's two products then read (matmul_backward_bias_bf16): the same
-// bits, half the bytes read by their packing, no conversion there. The floats stay (attention's
-// backward sums into them), so an observer sees them as before. LLMC_BF16_DQKV=0: the products
-// read the floats; =1: the bits on every bf16 path.
+// The MLP's dfch: gelu's backward writes it only as bf16 bits, all that fc's two products read of
+// it, and sums fc's bias gradient from the floats in the same pass: the same bits as the floats
+// rounded by the products' packing, with half the bytes written and read and no pass for the bias.
+// Not where an observer (test_gpt2) wants the floats.
+static int mlp_bf16_dfch(const GPT2 *model) {
+    static int forced = -2;
+    return bf16_dout_bits(&forced, "LLMC_BF16_DFCH", "the MLP's dfch as floats", "as bf16 bits on every bf16 path") &&
+           model->observer == NULL;
+}
+
+// Attention's dqkv: qkv's bias pass also rounds it to bf16 bits, which qkv's two products then read:
+// the same bits, half the bytes read by their packing, no conversion there. The floats stay
+// (attention's backward sums into them), so an observer sees them as before.
 static int qkv_bf16_dqkv(void) {
     static int forced = -2;
-    if (forced == -2) { forced = env_flag_or_unset("LLMC_BF16_DQKV", "qkv's products read dqkv's floats", "its bf16 bits on every bf16 path"); }
-    return (forced < 0 ? gemm_a16_pays() : forced) && gemm_a16_usable();
+    return bf16_dout_bits(&forced, "LLMC_BF16_DQKV", "qkv's products read dqkv's floats", "its bf16 bits on every bf16 path");
 }
 
 // On entry acts.dresidual holds the gradient of the layer's output (residual3);

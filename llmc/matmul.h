@@ -116,17 +116,7 @@ static void matmul_backward_bias(float *dbias, const float *dout, int BT, int OC
     }
 }
 
-// The bias pass of a product whose dout (N, OC) bf16 training's backward products read only as
-// bf16 bits (gemm_a16_usable): dout16 (row i at dout16 + i * OC) gets each float rounded as the
-// products' packing would round it (vec_bf16_bits_operand; ftz as there), and dbias (OC) (+)= the
-// column sums of the floats as matmul_backward_bias forms them (each column over the rows in order,
-// from zero; = where overwrite). The products then read half the bytes, unrounded. Where gelu_inp
-// (N, OC) is not NULL, GELU's backward comes first, as gelu_backward computes it: the sums and bits
-// are of gelu'(gelu_inp) * dout (the MLP's dfch, whose floats are then never stored). Each thread
-// takes a contiguous range of columns and walks every row, so each column's sum is in order whatever
-// the thread count; the partial sums of a block of at most MATMUL_BIAS_BF16_COLS columns stay in L1,
-// and the next row's segment is fetched ahead where soft_prefetch_enabled (GELU_PREFETCH's reason).
-#define MATMUL_BIAS_BF16_COLS 2048
+#define MATMUL_BIAS_BF16_COLS 2048  // matmul_backward_bias_bf16's block of columns (partial sums in L1)
 // Row i's columns [b0, b1) of matmul_backward_bias_bf16 (x: gelu_inp's row, or NULL). Inlined with
 // `gelu` constant at each call: the loop is compiled once with GELU and once without.
 static inline __attribute__((always_inline)) void matmul_bias_bf16_row(vfloat *sum, uint16_t *out, const float *d,
@@ -145,6 +135,17 @@ static inline __attribute__((always_inline)) void matmul_bias_bf16_row(vfloat *s
         vec_store_bf16_partial(out + c, vec_bf16_bits_operand(g, ftz), n);
     }
 }
+
+// The bias pass of a product whose dout (N, OC) bf16 training's backward products read only as
+// bf16 bits (gemm_a16_usable): dout16 (row i at dout16 + i * OC) gets each float rounded as the
+// products' packing would round it (vec_bf16_bits_operand; ftz as there), and dbias (OC) (+)= the
+// column sums of the floats as matmul_backward_bias forms them (each column over the rows in order,
+// from zero; = where overwrite). The products then read half the bytes, unrounded. Where gelu_inp
+// (N, OC) is not NULL, GELU's backward comes first, as gelu_backward computes it: the sums and bits
+// are of gelu'(gelu_inp) * dout (the MLP's dfch, whose floats are then never stored). Each thread
+// takes a contiguous range of columns and walks every row, so each column's sum is in order whatever
+// the thread count; the partial sums of a block of at most MATMUL_BIAS_BF16_COLS columns stay in L1,
+// and the next row's segment is fetched ahead where soft_prefetch_enabled (GELU_PREFETCH's reason).
 static void matmul_backward_bias_bf16(uint16_t *dout16, float *dbias, const float *dout, const float *gelu_inp, int N,
                                       int OC, int overwrite, int ftz) {
     const int vecs = (OC + VEC_WIDTH - 1) / VEC_WIDTH;

@@ -86,20 +86,20 @@ static void product2(void *p) {
 
 typedef struct {
     uint16_t *dinp16;
-    float *dbias, *scratch;  // scratch: version 1's floats
+    float *dbias, *scratch;  // scratch: version 1's floats of GELU's backward
     const float *inp, *dout;  // inp NULL: no GELU
     int BT, OC;
 } BiasArgs;
 static void bias1(void *p) {
     BiasArgs *a = p;
     const size_t n = (size_t)a->BT * a->OC;
+    const float *d = a->dout;  // without GELU, dout itself
     if (a->inp != NULL) {
         gelu_backward(a->scratch, a->inp, a->dout, n);
-    } else {
-        memcpy(a->scratch, a->dout, n * sizeof(float));
+        d = a->scratch;
     }
-    matmul_backward_bias(a->dbias, a->scratch, a->BT, a->OC, 1);
-    bf16_round_floats(a->dinp16, a->scratch, n);
+    matmul_backward_bias(a->dbias, d, a->BT, a->OC, 1);
+    bf16_round_floats(a->dinp16, d, n);
 }
 static void bias2(void *p) {
     BiasArgs *a = p;
