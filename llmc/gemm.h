@@ -960,7 +960,9 @@ static int gemm_a16_usable(void) { return precision_is_bf16() && gemm_kernel_cur
 // panels hold bf16 pairs (unit_words 1: AMX, vdpbf16ps), where packing floats converts them. The
 // emulated kernel's panels hold floats, rounded in place about as cheaply as bits are widened, so
 // the producer's narrowing is extra work: on a Zen 3 (2026-12-07), qkv's and fc's backward with
-// dout as bits took 1-3% longer there (dev/cpu/results/2026-12-07-evening-zen3).
+// dout as bits took 1-3% longer there (dev/cpu/results/2026-12-07-evening-zen3). It pays where the producer
+// writes the operand anyway (GELU's backward, dfch); a pass that only read gained nothing even on AMX
+// (gpt2.h's qkv_bf16_dqkv).
 static int gemm_a16_pays(void) { return gemm_a16_usable() && gemm_kernel_current()->unit_words == 1; }
 // 1 if the run's bf16 products flush denormal operands to zero (gemm_kernel's flushes_denormals).
 static int gemm_flushes_bf16_denormals(void) { return precision_is_bf16() && gemm_kernel_current()->flushes_denormals; }

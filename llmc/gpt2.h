@@ -863,31 +863,35 @@ static void block_forward_half(GPT2 *model, int h, int B, int T) {
 }
 
 // Whether a bf16 run's product reads its dout as bf16 bits written by its bias pass
-// (matmul_backward_bias_bf16) rather than as floats: by default on kernels where that pays
-// (gemm_a16_pays); the environment variable var forces it, =0 the floats, =1 the bits on every bf16
-// path (for tests and comparisons). forced caches the variable (-2: not read yet); the default is
-// decided at each call, as the kernel can change.
-static int bf16_dout_bits(int *forced, const char *var, const char *floats, const char *bits) {
+// (matmul_backward_bias_bf16) rather than as floats: by_default unless the environment variable
+// var forces it, =0 the floats, =1 the bits on every bf16 path (for tests and comparisons).
+// forced caches the variable (-2: not read yet).
+static int bf16_dout_bits(int *forced, int by_default, const char *var, const char *floats, const char *bits) {
     if (*forced == -2) { *forced = env_flag_or_unset(var, floats, bits); }
-    return (*forced < 0 ? gemm_a16_pays() : *forced) && gemm_a16_usable();
+    return (*forced < 0 ? by_default : *forced) && gemm_a16_usable();
 }
 
 // The MLP's dfch: gelu's backward writes it only as bf16 bits, all that fc's two products read of
 // it, and sums fc's bias gradient from the floats in the same pass: the same bits as the floats
 // rounded by the products' packing, with half the bytes written and read and no pass for the bias.
-// Not where an observer (test_gpt2) wants the floats.
+// By default where that pays (gemm_a16_pays). Not where an observer (test_gpt2) wants the floats.
 static int mlp_bf16_dfch(const GPT2 *model) {
     static int forced = -2;
-    return bf16_dout_bits(&forced, "LLMC_BF16_DFCH", "the MLP's dfch as floats", "as bf16 bits on every bf16 path") &&
+    return bf16_dout_bits(&forced, gemm_a16_pays(), "LLMC_BF16_DFCH", "the MLP's dfch as floats",
+                          "as bf16 bits on every bf16 path") &&
            model->observer == NULL;
 }
 
 // Attention's dqkv: qkv's bias pass also rounds it to bf16 bits, which qkv's two products then read:
-// the same bits, half the bytes read by their packing, no conversion there. The floats stay
-// (attention's backward sums into them), so an observer sees them as before.
+// the same bits, half the bytes read by their packing. Off unless LLMC_BF16_DQKV=1: unlike dfch,
+// whose floats it spares, the pass adds a write of the bits to a bias pass that only read, and on
+// the lent Xeon's AMX (family 6 model 207, 2026-12-07) qkv's backward at B=4 T=1024 took 23.1 and
+// 24.2 ms with the bits against 23.5 and 23.2 without, at T=64 4-6% longer
+// (dev/cpu/results/2026-12-07-night). The floats stay (attention's backward sums into them).
 static int qkv_bf16_dqkv(void) {
     static int forced = -2;
-    return bf16_dout_bits(&forced, "LLMC_BF16_DQKV", "qkv's products read dqkv's floats", "its bf16 bits on every bf16 path");
+    return bf16_dout_bits(&forced, 0, "LLMC_BF16_DQKV", "qkv's products read dqkv's floats",
+                          "its bf16 bits on every bf16 path");
 }
 
 // On entry acts.dresidual holds the gradient of the layer's output (residual3);
