@@ -111,13 +111,22 @@ static double bench_ms(void (*fn)(void *), void *ctx, double budget_ms) {
 
 // Two builds' contexts a and b timed in `rounds` alternating rounds (at most 64) of about budget_ms
 // each, as gemm_ab and attention_ab do: *best_a and *best_b get each one's best ms; returns the
-// median over the rounds of a's ms over b's in the same round (> 1: b faster).
+// median over the rounds of a's ms over b's in the same round (> 1: b faster). Which goes first
+// alternates from round to round: with a always first, two identical builds on a Zen 3 VM
+// (2026-12-07) gave b 6% slower on the geometric mean of the 27 products.
 static double bench_ab(void (*fn)(void *), void *a, void *b, int rounds, double budget_ms, double *best_a,
                        double *best_b) {
     double ratio[64];
     *best_a = *best_b = INFINITY;
     for (int r = 0; r < rounds && r < 64; r++) {
-        const double ta = bench_ms(fn, a, budget_ms), tb = bench_ms(fn, b, budget_ms);
+        double ta, tb;
+        if (r % 2 == 0) {
+            ta = bench_ms(fn, a, budget_ms);
+            tb = bench_ms(fn, b, budget_ms);
+        } else {
+            tb = bench_ms(fn, b, budget_ms);
+            ta = bench_ms(fn, a, budget_ms);
+        }
         *best_a = fmin(*best_a, ta);
         *best_b = fmin(*best_b, tb);
         ratio[r] = ta / tb;
@@ -135,19 +144,28 @@ static double bench_ab(void (*fn)(void *), void *a, void *b, int rounds, double 
 
 static void settle(void);
 
-// The rounds after the first: *ms_ours and *ms_blas hold the first round's times and get the
-// best over all rounds; returns the median of the rounds' ratios (OpenBLAS ms / ours).
-// ours and blas are the contexts fn runs.
+// The rounds after the first (ours timed first, then the library): *ms_ours and *ms_blas hold
+// the first round's times and get the best over all rounds; returns the median of the rounds'
+// ratios (OpenBLAS ms / ours). ours and blas are the contexts fn runs. The odd rounds time the
+// library first, as bench_ab alternates.
 static double bench_more_rounds(void (*fn)(void *), void *ours, void *blas, double budget_ms,
                                 double *ms_ours, double *ms_blas) {
     double ratio[MATMUL_ROUNDS];
     ratio[0] = *ms_blas / *ms_ours;
     for (int r = 1; r < MATMUL_ROUNDS; r++) {
-        settle();
-        double t_ours = bench_ms(fn, ours, budget_ms);
+        double t_ours, t_blas;
+        if (r % 2 == 0) {
+            settle();
+            t_ours = bench_ms(fn, ours, budget_ms);
+            settle();
+            t_blas = bench_ms(fn, blas, budget_ms);
+        } else {
+            settle();
+            t_blas = bench_ms(fn, blas, budget_ms);
+            settle();
+            t_ours = bench_ms(fn, ours, budget_ms);
+        }
         if (t_ours < *ms_ours) { *ms_ours = t_ours; }
-        settle();
-        double t_blas = bench_ms(fn, blas, budget_ms);
         if (t_blas < *ms_blas) { *ms_blas = t_blas; }
         ratio[r] = t_blas / t_ours;
     }
