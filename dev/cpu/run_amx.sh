@@ -7,7 +7,7 @@
 #   build.txt   the builds
 #   checks.txt  gemm_check (every bf16 path against float64), amx_check (what TDPBF16PS computes,
 #               AMX vs emulated), test_gpt2 on the small references in data/ref (carried there)
-#               with LLMC_BF16_PATH=amx and test_gpt2.sh's bf16 mutants on the AMX path
+#               with LLMC_BF16_PATH=amx and test_gpt2.sh's bf16 mutants, each on its path (AMX's or vdpbf16ps's)
 #   gemm.txt    fma_peak (fp32, vdpbf16ps, AMX peaks), amx_bench per bf16 path, and the side-by-side
 #               table of ours (AMX) against oneDNN (matmul_torch.py) on the 27 products, the two
 #               alternating shape by shape for GEMM_ROUNDS (default 3) rounds
@@ -67,7 +67,7 @@ export OMP_NUM_THREADS=2
   $PY -c 'import torch; print("torch", torch.__version__, "| oneDNN", torch.backends.mkldnn.is_available())'; } >"$out/env.txt" 2>&1
 grep -q amx_bf16 /proc/cpuinfo || echo "warning: this CPU has no AMX: the AMX rows will say so" | tee -a "$out/env.txt"
 
-flags="-O3 -std=gnu11 -march=${MARCH:-native} -fopenmp -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -Werror -I."
+flags="-O3 -std=gnu11 -march=${MARCH:-native} -fopenmp -falign-loops=64 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -Werror -I."
 {
     make -j16 ${MARCH:+-B MARCH=$MARCH} train_gpt2 test_gpt2 &&
     mkdir -p build &&
@@ -90,7 +90,8 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
                 fi
             done
         done
-        # test_gpt2.sh's bf16 mutants, on the AMX path: each must fail, naming its tensor
+        # test_gpt2.sh's bf16 mutants, each on its own path (vdpbf16ps's where it names that one, the
+        # AMX path otherwise) and config: each must fail, naming the tensor test_gpt2.sh expects
         if [ -f data/ref/odd-bf16/model.bin ]; then
             # (not those of the emulated path's packing, which test_gpt2.sh runs with LLMC_BF16_EMULATE=1,
             # nor the swapped pairs of gemm_pack_bf16, the A packing of vdpbf16ps: AMX packs with
@@ -112,15 +113,17 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
             while IFS= read -r line; do
                 line="${line#"${line%%[![:space:]]*}"}"
                 eval "entry=$line"
-                IFS='|' read -r file expr expected mwhat _ _ <<< "$entry"
+                IFS='|' read -r file expr expected mwhat _ menv mconfig <<< "$entry"
                 dir=build/mutant_amx/$n; n=$((n + 1))
                 if cmp -s "$file" "$dir/$file" || [ "$(cat $dir/rc)" != 0 ]; then echo "FAIL mutant $mwhat: no longer applies or builds"; status=1; continue; fi
-                d=data/ref/odd-bf16
-                r=$(LLMC_BF16_PATH=amx $dir/test_gpt2 -e $d/model.bin -s $d/state.bin -l $d/losses.txt -a $d/activations.bin --precision bf16 2>&1)
+                d=data/ref/${mconfig:-odd}-bf16
+                case $menv in *LLMC_BF16_PATH=avx512bf16*) mpath=avx512bf16 ;; *) mpath=amx ;; esac
+                r=$(LLMC_BF16_PATH=$mpath $dir/test_gpt2 -e $d/model.bin -s $d/state.bin -l $d/losses.txt -a $d/activations.bin --precision bf16 2>&1)
                 rc=$?
                 v=$(printf '%s\n' "$r" | grep -E '^FAIL:' || true)
-                if [ $rc -eq 1 ] && [ -n "$v" ]; then echo "PASS mutant caught on the AMX path: $mwhat ($v; expected $expected)"
-                else echo "FAIL mutant not caught on the AMX path: $mwhat (exit $rc)"; status=1; fi
+                if [ $rc -eq 1 ] && printf '%s' "$v" | grep -q "first to diverge is $expected\$"; then
+                    echo "PASS mutant caught on the $mpath path (${mconfig:-odd}-bf16): $mwhat ($v)"
+                else echo "FAIL mutant not caught as expected on the $mpath path (${mconfig:-odd}-bf16): $mwhat (exit $rc, expected a FAIL naming $expected; got: ${v:-$(printf '%s' "$r" | tail -n 1)})"; status=1; fi
             done < build/bf16_mutants.txt
             rm -rf build/mutant_amx
         fi
